@@ -1,0 +1,40 @@
+# Every target creates .venv on first use (Python 3.11 or newer as $(PYTHON)) and installs
+# the project into it, editable, with its development extra.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test lint typecheck pytest spec spec-check clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: the README's quick start, run as a script
+demo: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+## test: ruff, mypy --strict and the whole pytest suite
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+## spec: regenerate spec/README.md, spec/record.schema.json and the README's troubleshooting
+spec: $(STAMP)
+	$(BIN)/python -m tool_execution_checkpoint.rendering --write
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,56 @@
+"""tool-execution-checkpoint: run an AI agent's tool at most once, deliver its exact result.
+
+An application-owned, persisted checkpoint for one tool call. The host claims the
+execution, runs the tool only after its store's compare-and-swap of the claim won, stores
+the exact result, and delivers it from storage; after a reconnect a completed checkpoint
+says ``deliver``, never ``execute``. The protocol is the transition table in spec/; this
+package is its pure, I/O-free core.
+"""
+
+from .errors import CheckpointError, ErrorCode
+from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .table import TABLE, Action, Status
+from .transitions import (
+    Decision,
+    RecordLike,
+    Transition,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    decide_checkpoint,
+    mark_execution_uncertain,
+    release_delivery,
+    validate_checkpoint,
+)
+from .validation import JSONValue
+
+__all__ = [
+    "TABLE",
+    "Action",
+    "Binding",
+    "Checkpoint",
+    "CheckpointError",
+    "Decision",
+    "Delivery",
+    "ErrorCode",
+    "Execution",
+    "JSONValue",
+    "RecordLike",
+    "Result",
+    "Status",
+    "Transition",
+    "Uncertainty",
+    "claim_delivery",
+    "claim_execution",
+    "complete_delivery",
+    "complete_execution",
+    "create_checkpoint",
+    "decide_checkpoint",
+    "mark_execution_uncertain",
+    "release_delivery",
+    "validate_checkpoint",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,417 @@
+"""Immutable checkpoint records and their persisted JSON form (schema version 1).
+
+Every record type checks itself when it is built, so an instance is valid by construction
+and a record read from storage is validated exactly once, by :meth:`Checkpoint.from_dict`.
+The persisted form uses language-neutral camelCase names; spec/record.schema.json
+describes it.
+
+A result payload is kept as its compact JSON text, which makes a record deeply immutable
+and keeps the payload exactly as it was completed; :attr:`Result.payload` decodes a fresh
+copy on each access.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from .errors import CheckpointError, ErrorCode
+from .table import TABLE, Status
+from .validation import (
+    JSONValue,
+    check_identifier,
+    check_max_payload_bytes,
+    check_reason,
+    check_timestamp,
+    encode_payload,
+)
+
+__all__ = ["Binding", "Checkpoint", "Delivery", "Execution", "Result", "Uncertainty"]
+
+_ARGUMENT = ErrorCode.INVALID_ARGUMENT
+_INVALID = ErrorCode.INVALID_CHECKPOINT
+_DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
+
+
+class _Part:
+    """A nested part of a record: knows its persisted names and how to read them."""
+
+    __slots__ = ()
+
+    JSON_NAMES: ClassVar[Mapping[str, str]]
+    """Python attribute name -> persisted camelCase name."""
+
+    @classmethod
+    def _from_json(cls, raw: object, path: str) -> Self:
+        """Build the part from its persisted mapping, reporting INVALID_CHECKPOINT."""
+        if not isinstance(raw, Mapping):
+            raise CheckpointError(_INVALID, "must be an object", field=path)
+        if raw.keys() != set(cls.JSON_NAMES.values()):
+            raise CheckpointError(
+                _INVALID,
+                f"must have exactly the keys {sorted(cls.JSON_NAMES.values())}",
+                field=path,
+            )
+        try:
+            return cls(**{name: raw[json_name] for name, json_name in cls.JSON_NAMES.items()})
+        except CheckpointError as error:
+            if error.code is not _ARGUMENT:
+                raise
+            json_name = cls.JSON_NAMES.get(error.field or "", error.field)
+            raise CheckpointError(
+                _INVALID, error.detail, field=f"{path}.{json_name}", limit=error.limit
+            ) from None
+
+    def _to_json(self) -> dict[str, Any]:
+        return {json_name: getattr(self, name) for name, json_name in self.JSON_NAMES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Binding(_Part):
+    """What a checkpoint is for. All five fields are identifiers and all are required.
+
+    A stored record answers only for the binding it was created with: a difference in any
+    field is BINDING_CONFLICT, never a cache hit. ``input_fingerprint`` is a digest of the
+    tool's input chosen by the application (for example ``fingerprint(arguments)``).
+    """
+
+    namespace: str
+    call_id: str
+    tool_name: str
+    tool_revision: str
+    input_fingerprint: str
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = {
+        "namespace": "namespace",
+        "call_id": "callId",
+        "tool_name": "toolName",
+        "tool_revision": "toolRevision",
+        "input_fingerprint": "inputFingerprint",
+    }
+
+    def __post_init__(self) -> None:
+        for name in self.JSON_NAMES:
+            check_identifier(getattr(self, name), name, _ARGUMENT)
+
+    def differing_fields(self, other: Binding) -> tuple[str, ...]:
+        """Return the names of the fields in which ``other`` differs from this binding."""
+        return tuple(
+            name for name in self.JSON_NAMES if getattr(self, name) != getattr(other, name)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Uncertainty(_Part):
+    """Why the owning attempt could not tell whether the tool's effect happened, and when."""
+
+    reason: str
+    at: str
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = {"reason": "reason", "at": "at"}
+
+    def __post_init__(self) -> None:
+        check_reason(self.reason, "reason", _ARGUMENT)
+        check_timestamp(self.at, "at", _ARGUMENT)
+
+
+@dataclass(frozen=True, slots=True)
+class Execution(_Part):
+    """The claim on the tool's one execution: the owning attempt id and when it claimed."""
+
+    attempt_id: str
+    claimed_at: str
+    uncertain: Uncertainty | None = None
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = {
+        "attempt_id": "attemptId",
+        "claimed_at": "claimedAt",
+        "uncertain": "uncertain",
+    }
+
+    def __post_init__(self) -> None:
+        check_identifier(self.attempt_id, "attempt_id", _ARGUMENT)
+        check_timestamp(self.claimed_at, "claimed_at", _ARGUMENT)
+        if self.uncertain is not None and type(self.uncertain) is not Uncertainty:
+            raise CheckpointError(_ARGUMENT, "must be an Uncertainty or None", field="uncertain")
+
+    @classmethod
+    def _from_json(cls, raw: object, path: str) -> Self:
+        if isinstance(raw, Mapping) and isinstance(raw.get("uncertain"), Mapping):
+            uncertain = Uncertainty._from_json(raw["uncertain"], f"{path}.uncertain")
+            raw = {**raw, "uncertain": uncertain}
+        return super(Execution, cls)._from_json(raw, path)
+
+    def _to_json(self) -> dict[str, Any]:
+        uncertain = self.uncertain._to_json() if self.uncertain is not None else None
+        return {"attemptId": self.attempt_id, "claimedAt": self.claimed_at, "uncertain": uncertain}
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery(_Part):
+    """The claim on delivering the stored result: the owning delivery id, when it claimed,
+    and when the delivery was confirmed (``None`` until then)."""
+
+    delivery_id: str
+    claimed_at: str
+    delivered_at: str | None = None
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = {
+        "delivery_id": "deliveryId",
+        "claimed_at": "claimedAt",
+        "delivered_at": "deliveredAt",
+    }
+
+    def __post_init__(self) -> None:
+        check_identifier(self.delivery_id, "delivery_id", _ARGUMENT)
+        check_timestamp(self.claimed_at, "claimed_at", _ARGUMENT)
+        if self.delivered_at is not None:
+            check_timestamp(self.delivered_at, "delivered_at", _ARGUMENT)
+
+
+class Result:
+    """The exact JSON payload to deliver, and when it was completed.
+
+    The payload is checked once, when the Result is built, and kept as its compact JSON
+    text (:attr:`payload_json`, :attr:`payload_bytes` bytes of UTF-8). :attr:`payload`
+    decodes a fresh copy, so no caller can change a stored payload. The repr shows the
+    size, never the content.
+    """
+
+    __slots__ = ("completed_at", "payload_bytes", "payload_json")
+
+    payload_json: str
+    payload_bytes: int
+    completed_at: str
+
+    def __init__(
+        self,
+        payload: JSONValue,
+        *,
+        completed_at: str,
+        max_payload_bytes: int = _DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        """Check ``payload`` against the limits and keep it.
+
+        Raises:
+            CheckpointError: PAYLOAD_NOT_JSON, PAYLOAD_LIMIT_EXCEEDED or INVALID_ARGUMENT.
+        """
+        limit = check_max_payload_bytes(max_payload_bytes)
+        text, size = encode_payload(payload, limit, "payload")
+        check_timestamp(completed_at, "completed_at", _ARGUMENT)
+        self._set(text, size, completed_at)
+
+    def _set(self, payload_json: str, payload_bytes: int, completed_at: str) -> None:
+        object.__setattr__(self, "payload_json", payload_json)
+        object.__setattr__(self, "payload_bytes", payload_bytes)
+        object.__setattr__(self, "completed_at", completed_at)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Result is immutable; cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Result is immutable; cannot delete {name}")
+
+    @property
+    def payload(self) -> JSONValue:
+        """A fresh copy of the stored payload."""
+        value: JSONValue = json.loads(self.payload_json)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.payload_json, self.completed_at) == (other.payload_json, other.completed_at)
+
+    def __hash__(self) -> int:
+        return hash((self.payload_json, self.completed_at))
+
+    def __repr__(self) -> str:
+        return f"Result(<{self.payload_bytes} bytes of JSON>, completed_at={self.completed_at!r})"
+
+    @classmethod
+    def _from_json(cls, raw: object, path: str, max_payload_bytes: int) -> Result:
+        if not isinstance(raw, Mapping):
+            raise CheckpointError(_INVALID, "must be an object", field=path)
+        if raw.keys() != {"payload", "completedAt"}:
+            raise CheckpointError(
+                _INVALID, "must have exactly the keys ['completedAt', 'payload']", field=path
+            )
+        text, size = encode_payload(raw["payload"], max_payload_bytes, f"{path}.payload")
+        completed_at = check_timestamp(raw["completedAt"], f"{path}.completedAt", _INVALID)
+        result = object.__new__(cls)
+        result._set(text, size, completed_at)
+        return result
+
+    def _to_json(self) -> dict[str, Any]:
+        return {"payload": self.payload, "completedAt": self.completed_at}
+
+
+_TOP_KEYS = frozenset(
+    {
+        "schemaVersion",
+        "revision",
+        "status",
+        "binding",
+        "createdAt",
+        "updatedAt",
+        "execution",
+        "result",
+        "delivery",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One persisted checkpoint: a binding, its status and revision, and the parts that
+    the status requires (see the status table in spec/README.md).
+
+    Build one with :func:`~tool_execution_checkpoint.create_checkpoint`, read one with
+    :meth:`from_dict`, and get the next one from a transition. A Checkpoint checks its
+    shape when it is built and raises INVALID_CHECKPOINT when the status and its parts
+    disagree, so every instance is a valid record.
+    """
+
+    revision: int
+    status: Status
+    binding: Binding
+    created_at: str
+    updated_at: str
+    execution: Execution | None = None
+    result: Result | None = None
+    delivery: Delivery | None = None
+
+    schema_version: ClassVar[int] = TABLE.schema_version
+
+    def __post_init__(self) -> None:
+        if type(self.revision) is not int or not (
+            TABLE.initial_revision <= self.revision <= TABLE.limits.max_revision
+        ):
+            raise CheckpointError(
+                _INVALID,
+                f"must be an int from {TABLE.initial_revision} to {TABLE.limits.max_revision}",
+                field="revision",
+                limit=TABLE.limits.max_revision,
+            )
+        if type(self.status) is not Status:
+            raise CheckpointError(_INVALID, "must be a Status", field="status")
+        for name, kind in (
+            ("binding", Binding),
+            ("execution", Execution),
+            ("result", Result),
+            ("delivery", Delivery),
+        ):
+            value = getattr(self, name)
+            if type(value) is not kind and not (value is None and name != "binding"):
+                raise CheckpointError(_INVALID, f"must be a {kind.__name__}", field=name)
+        check_timestamp(self.created_at, "createdAt", _INVALID)
+        check_timestamp(self.updated_at, "updatedAt", _INVALID)
+        self.check_shape()
+
+    def present_parts(self) -> frozenset[str]:
+        """The nullable parts (in persisted naming) that this record holds."""
+        parts = set()
+        if self.execution is not None:
+            parts.add("execution")
+            if self.execution.uncertain is not None:
+                parts.add("execution.uncertain")
+        if self.result is not None:
+            parts.add("result")
+        if self.delivery is not None:
+            parts.add("delivery")
+            if self.delivery.delivered_at is not None:
+                parts.add("delivery.deliveredAt")
+        return frozenset(parts)
+
+    def check_shape(self) -> None:
+        """Raise INVALID_CHECKPOINT unless the parts present are those the status table
+        requires, and none it forbids."""
+        rule = TABLE.statuses[self.status]
+        present = self.present_parts()
+        for part in sorted(rule.required - present):
+            raise CheckpointError(_INVALID, f"is required in status {self.status}", field=part)
+        for part in sorted(rule.forbidden & present):
+            raise CheckpointError(_INVALID, f"must be null in status {self.status}", field=part)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
+        return {
+            "schemaVersion": self.schema_version,
+            "revision": self.revision,
+            "status": self.status.value,
+            "binding": self.binding._to_json(),
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "execution": self.execution._to_json() if self.execution is not None else None,
+            "result": self.result._to_json() if self.result is not None else None,
+            "delivery": self.delivery._to_json() if self.delivery is not None else None,
+        }
+
+    def to_json(self) -> str:
+        """Return the persisted form as compact UTF-8-ready JSON text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(
+        cls, raw: object, *, max_payload_bytes: int = _DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> Checkpoint:
+        """Read and fully validate a persisted record.
+
+        Raises:
+            CheckpointError: UNSUPPORTED_SCHEMA for an integer schemaVersion other than 1;
+                INVALID_CHECKPOINT for anything structurally wrong; PAYLOAD_NOT_JSON or
+                PAYLOAD_LIMIT_EXCEEDED for a stored payload that breaks a payload rule or
+                limit (pass the same ``max_payload_bytes`` the record was completed with);
+                INVALID_ARGUMENT for a bad ``max_payload_bytes``.
+        """
+        limit = check_max_payload_bytes(max_payload_bytes)
+        if not isinstance(raw, Mapping):
+            raise CheckpointError(_INVALID, "a record must be a mapping")
+        version = raw.get("schemaVersion")
+        if type(version) is not int:
+            raise CheckpointError(_INVALID, "must be an int", field="schemaVersion")
+        if version != cls.schema_version:
+            raise CheckpointError(
+                ErrorCode.UNSUPPORTED_SCHEMA,
+                f"this library reads schema version {cls.schema_version} only",
+                field="schemaVersion",
+            )
+        if raw.keys() != _TOP_KEYS:
+            raise CheckpointError(
+                _INVALID, f"a record must have exactly the keys {sorted(_TOP_KEYS)}"
+            )
+        try:
+            status = Status(raw["status"]) if type(raw["status"]) is str else None
+        except ValueError:
+            status = None
+        if status is None:
+            raise CheckpointError(_INVALID, "is not a known status", field="status")
+        execution, result, delivery = raw["execution"], raw["result"], raw["delivery"]
+        return cls(
+            revision=raw["revision"],
+            status=status,
+            binding=Binding._from_json(raw["binding"], "binding"),
+            created_at=raw["createdAt"],
+            updated_at=raw["updatedAt"],
+            execution=None if execution is None else Execution._from_json(execution, "execution"),
+            result=None if result is None else Result._from_json(result, "result", limit),
+            delivery=None if delivery is None else Delivery._from_json(delivery, "delivery"),
+        )
+
+    @classmethod
+    def from_json(
+        cls, text: str | bytes, *, max_payload_bytes: int = _DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> Checkpoint:
+        """Parse persisted JSON text and validate it as :meth:`from_dict` does.
+
+        Raises:
+            CheckpointError: INVALID_CHECKPOINT when the text is not JSON, and every error
+                of :meth:`from_dict`.
+        """
+        try:
+            raw = json.loads(text)
+        except (ValueError, TypeError, RecursionError):
+            raise CheckpointError(_INVALID, "a record must be JSON text") from None
+        return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)

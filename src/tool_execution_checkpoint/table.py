@@ -1,0 +1,376 @@
+"""The transition table, loaded at import time from ``spec/transitions.toml``.
+
+The table is the protocol's single source of truth: the core reads its guards, targets,
+fences, granted actions, status shapes and limits from :data:`TABLE`, and no copy of it is
+written in code. The enums below are the protocol's vocabulary (the names a record may
+carry); the loader checks that the table uses exactly that vocabulary and that it keeps the
+protocol's safety rules, so an edit that breaks one fails at import, not in production.
+
+Where the table is found: an installed wheel carries a copy inside the package
+(``tool_execution_checkpoint/spec/``); a source checkout or an editable install reads the
+repository's ``spec/`` directly.
+"""
+
+from __future__ import annotations
+
+import enum
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+
+from .errors import ErrorCode
+
+__all__ = [
+    "NULLABLE_PARTS",
+    "RECORD_FIELDS",
+    "TABLE",
+    "Action",
+    "ErrorRule",
+    "Fence",
+    "Limits",
+    "SpecError",
+    "Status",
+    "StatusRule",
+    "TransitionRule",
+    "TransitionTable",
+    "load_table",
+    "spec_file",
+]
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+class Status(enum.StrEnum):
+    """The status of a checkpoint record."""
+
+    READY = "ready"
+    EXECUTING = "executing"
+    UNCERTAIN = "uncertain"
+    COMPLETED = "completed"
+    DELIVERING = "delivering"
+    DELIVERED = "delivered"
+
+
+class Action(enum.StrEnum):
+    """What a host should do: the answer of decide, or what a won compare-and-swap grants."""
+
+    EXECUTE = "execute"
+    RECONCILE_EXECUTION = "reconcile-execution"
+    DELIVER = "deliver"
+    RECONCILE_DELIVERY = "reconcile-delivery"
+    NONE = "none"
+
+
+class Fence(enum.StrEnum):
+    """Which stored claim id a transition's caller must present."""
+
+    NONE = "none"
+    ATTEMPT_ID = "attemptId"
+    DELIVERY_ID = "deliveryId"
+
+
+NULLABLE_PARTS: frozenset[str] = frozenset(
+    {"execution", "execution.uncertain", "result", "delivery", "delivery.deliveredAt"}
+)
+"""The parts of a record that may be null, in the persisted (camelCase) naming."""
+
+RECORD_FIELDS: frozenset[str] = frozenset(
+    {
+        "execution.attemptId",
+        "execution.claimedAt",
+        "execution.uncertain.reason",
+        "execution.uncertain.at",
+        "result.payload",
+        "result.completedAt",
+        "delivery.deliveryId",
+        "delivery.claimedAt",
+        "delivery.deliveredAt",
+    }
+)
+"""The fields a transition may set, in the persisted (camelCase) naming."""
+
+
+class SpecError(RuntimeError):
+    """The transition table is malformed or breaks a safety rule. This is a packaging or
+    editing mistake in spec/, never a caller's mistake, so it is not a CheckpointError."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The protocol's limits. See spec/README.md for their exact meaning."""
+
+    default_max_payload_bytes: int
+    ceiling_max_payload_bytes: int
+    max_depth: int
+    max_values: int
+    max_identifier_chars: int
+    max_reason_chars: int
+    max_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    """One row of the status table."""
+
+    status: Status
+    action: Action
+    terminal: bool
+    meaning: str
+    required: frozenset[str]
+    forbidden: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRule:
+    """One row of the transition table. ``sources`` keeps the table's order."""
+
+    name: str
+    sources: tuple[Status, ...]
+    target: Status
+    fence: Fence
+    sets: tuple[str, ...]
+    clears: tuple[str, ...]
+    grants: Action
+    meaning: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRule:
+    """What an error code means and what to do about it."""
+
+    code: ErrorCode
+    meaning: str
+    remedy: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionTable:
+    """The whole protocol as data, in the order the table declares it."""
+
+    schema_version: int
+    initial_status: Status
+    initial_revision: int
+    initial_revision_why: str
+    format_why: str
+    limits: Limits
+    statuses: Mapping[Status, StatusRule]
+    transitions: Mapping[str, TransitionRule]
+    timestamp_format: str
+    timestamp_ordering: str
+    timestamp_ordering_why: str
+    guarantees: tuple[str, ...]
+    non_guarantees: tuple[str, ...]
+    errors: Mapping[ErrorCode, ErrorRule]
+
+
+def spec_file(name: str) -> Traversable:
+    """Return a file of the protocol's spec (``transitions.toml`` or ``record.schema.json``).
+
+    The copy inside an installed wheel wins; otherwise the repository's ``spec/`` is used.
+    """
+    packaged = resources.files(__package__).joinpath("spec", name)
+    if packaged.is_file():
+        return packaged
+    source = Path(__file__).resolve().parents[2] / "spec" / name
+    if source.is_file():
+        return source
+    raise SpecError(f"spec file {name!r} is neither in the package nor in a source checkout")
+
+
+def _table(data: Mapping[str, object], key: str) -> Mapping[str, object]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise SpecError(f"[{key}] must be a table")
+    return value
+
+
+def _keys(data: Mapping[str, object], where: str, expected: set[str]) -> None:
+    if set(data) != expected:
+        raise SpecError(f"{where} must have exactly the keys {sorted(expected)}")
+
+
+def _str(data: Mapping[str, object], key: str, where: str) -> str:
+    value = data[key]
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def _int(data: Mapping[str, object], key: str, where: str) -> int:
+    value = data[key]
+    if type(value) is not int or value < 0:
+        raise SpecError(f"{where}.{key} must be a non-negative integer")
+    return value
+
+
+def _strs(data: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
+    value = data[key]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SpecError(f"{where}.{key} must be a list of strings")
+    if len(set(value)) != len(value):
+        raise SpecError(f"{where}.{key} lists an item twice")
+    return tuple(value)
+
+
+def _enum(kind: type[_E], value: str, where: str) -> _E:
+    try:
+        return kind(value)
+    except ValueError:
+        raise SpecError(f"{where}: {value!r} is not a {kind.__name__}") from None
+
+
+def _load_statuses(data: Mapping[str, object]) -> dict[Status, StatusRule]:
+    statuses: dict[Status, StatusRule] = {}
+    for name, row in _table(data, "statuses").items():
+        where = f"statuses.{name}"
+        if not isinstance(row, dict):
+            raise SpecError(f"[{where}] must be a table")
+        _keys(row, where, {"action", "terminal", "meaning", "required", "forbidden"})
+        required = frozenset(_strs(row, "required", where))
+        forbidden = frozenset(_strs(row, "forbidden", where))
+        if not (required | forbidden) <= NULLABLE_PARTS or required & forbidden:
+            raise SpecError(f"{where}: required and forbidden must be disjoint nullable parts")
+        if not isinstance(row["terminal"], bool):
+            raise SpecError(f"{where}.terminal must be a boolean")
+        status = _enum(Status, name, where)
+        statuses[status] = StatusRule(
+            status=status,
+            action=_enum(Action, _str(row, "action", where), where),
+            terminal=row["terminal"],
+            meaning=_str(row, "meaning", where),
+            required=required,
+            forbidden=forbidden,
+        )
+    if set(statuses) != set(Status):
+        raise SpecError("[statuses] must list every Status exactly once")
+    return statuses
+
+
+def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
+    transitions: dict[str, TransitionRule] = {}
+    for name, row in _table(data, "transitions").items():
+        where = f"transitions.{name}"
+        if not isinstance(row, dict):
+            raise SpecError(f"[{where}] must be a table")
+        _keys(row, where, {"from", "to", "fence", "sets", "clears", "grants", "meaning"})
+        sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
+        sets = _strs(row, "sets", where)
+        clears = _strs(row, "clears", where)
+        if not set(sets) <= RECORD_FIELDS or not set(clears) <= NULLABLE_PARTS or not sources:
+            raise SpecError(f"{where}: unknown field in sets or clears, or no from-status")
+        transitions[name] = TransitionRule(
+            name=name,
+            sources=sources,
+            target=_enum(Status, _str(row, "to", where), where),
+            fence=_enum(Fence, _str(row, "fence", where), where),
+            sets=sets,
+            clears=clears,
+            grants=_enum(Action, _str(row, "grants", where), where),
+            meaning=_str(row, "meaning", where),
+        )
+    return transitions
+
+
+def _load_errors(data: Mapping[str, object]) -> dict[ErrorCode, ErrorRule]:
+    errors: dict[ErrorCode, ErrorRule] = {}
+    for name, row in _table(data, "errors").items():
+        where = f"errors.{name}"
+        if not isinstance(row, dict):
+            raise SpecError(f"[{where}] must be a table")
+        _keys(row, where, {"meaning", "remedy"})
+        code = _enum(ErrorCode, name, where)
+        errors[code] = ErrorRule(code, _str(row, "meaning", where), _str(row, "remedy", where))
+    if set(errors) != set(ErrorCode):
+        raise SpecError("[errors] must document every ErrorCode exactly once")
+    return errors
+
+
+def _check_safety(table: TransitionTable) -> None:
+    """Refuse a table that breaks a rule every version of the protocol must keep."""
+    if table.initial_status is not Status.READY or table.initial_revision < 1:
+        raise SpecError("records must start in ready at a revision of at least 1")
+    for status_rule in table.statuses.values():
+        if (status_rule.action is Action.EXECUTE) != (status_rule.status is Status.READY):
+            raise SpecError("decide must answer execute for ready and for no other status")
+        if status_rule.terminal != (status_rule.action is Action.NONE):
+            raise SpecError(f"status {status_rule.status} is terminal iff its action is none")
+    claimed = {Status.EXECUTING: Fence.ATTEMPT_ID, Status.UNCERTAIN: Fence.ATTEMPT_ID}
+    claimed[Status.DELIVERING] = Fence.DELIVERY_ID
+    for rule in table.transitions.values():
+        if rule.target is Status.READY:
+            raise SpecError(f"{rule.name}: no transition may land in ready")
+        for source in rule.sources:
+            if table.statuses[source].terminal:
+                raise SpecError(f"{rule.name}: no transition may leave terminal {source}")
+            if source in claimed and rule.fence is not claimed[source]:
+                raise SpecError(
+                    f"{rule.name}: leaving {source} must be fenced by {claimed[source]}"
+                )
+        if rule.grants is Action.EXECUTE and (rule.sources, rule.target) != (
+            (Status.READY,),
+            Status.EXECUTING,
+        ):
+            raise SpecError(f"{rule.name}: only ready -> executing may grant execute")
+
+
+def load_table(text: str) -> TransitionTable:
+    """Parse and check a transition table written in the format of spec/transitions.toml.
+
+    Raises:
+        SpecError: the table is malformed or breaks a safety rule of the protocol.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"the transition table is not valid TOML: {error}") from None
+    _keys(
+        data,
+        "the table",
+        {"protocol", "limits", "timestamps", "statuses", "transitions", "promises", "errors"},
+    )
+    protocol = _table(data, "protocol")
+    _keys(
+        protocol,
+        "[protocol]",
+        {
+            "schema_version",
+            "initial_status",
+            "initial_revision",
+            "initial_revision_why",
+            "format_why",
+        },
+    )
+    limits = _table(data, "limits")
+    _keys(limits, "[limits]", set(Limits.__dataclass_fields__))
+    timestamps = _table(data, "timestamps")
+    _keys(timestamps, "[timestamps]", {"format", "ordering", "ordering_why"})
+    promises = _table(data, "promises")
+    _keys(promises, "[promises]", {"guarantees", "non_guarantees"})
+    table = TransitionTable(
+        schema_version=_int(protocol, "schema_version", "protocol"),
+        initial_status=_enum(Status, _str(protocol, "initial_status", "protocol"), "protocol"),
+        initial_revision=_int(protocol, "initial_revision", "protocol"),
+        initial_revision_why=_str(protocol, "initial_revision_why", "protocol"),
+        format_why=_str(protocol, "format_why", "protocol"),
+        limits=Limits(**{key: _int(limits, key, "limits") for key in limits}),
+        statuses=MappingProxyType(_load_statuses(data)),
+        transitions=MappingProxyType(_load_transitions(data)),
+        timestamp_format=_str(timestamps, "format", "timestamps"),
+        timestamp_ordering=_str(timestamps, "ordering", "timestamps"),
+        timestamp_ordering_why=_str(timestamps, "ordering_why", "timestamps"),
+        guarantees=_strs(promises, "guarantees", "promises"),
+        non_guarantees=_strs(promises, "non_guarantees", "promises"),
+        errors=MappingProxyType(_load_errors(data)),
+    )
+    _check_safety(table)
+    return table
+
+
+TABLE: TransitionTable = load_table(spec_file("transitions.toml").read_text(encoding="utf-8"))
+"""The protocol this installation implements, loaded from spec/transitions.toml."""

@@ -1,0 +1,497 @@
+"""Create, decide and transition: pure functions whose guards are read off the table.
+
+Each function takes a record, either a :class:`~tool_execution_checkpoint.Checkpoint` or
+the raw mapping loaded from storage, validates it once, and returns a value; nothing is
+read or written anywhere. A transition returns a :class:`Transition` ``(action,
+expected_revision, next)``: the host writes ``next`` with its store's atomic
+compare-and-swap from ``expected_revision`` and does ``action`` only if that swap won.
+
+Which statuses a transition leaves from, where it lands, which fence it checks and what
+it grants all come from :data:`~tool_execution_checkpoint.table.TABLE`. The functions
+here only build the parts of the next record that the table says the transition sets.
+
+The icontract postconditions state what this module promises and catch bugs in it; they
+never signal a caller's mistake (bad input raises :class:`CheckpointError` whether
+contracts are on or off). They are on unless Python runs with ``-O`` or the environment
+sets ``TOOL_CHECKPOINT_CONTRACTS=0``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, NamedTuple, TypeAlias, TypeVar
+
+import icontract
+
+from .errors import CheckpointError, ErrorCode
+from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .table import TABLE, Action, Fence, Status, TransitionRule
+from .validation import (
+    JSONValue,
+    check_identifier,
+    check_max_payload_bytes,
+    check_reason,
+    timestamp_argument,
+)
+
+__all__ = [
+    "CONTRACTS_ENABLED",
+    "Decision",
+    "RecordLike",
+    "Transition",
+    "claim_delivery",
+    "claim_execution",
+    "complete_delivery",
+    "complete_execution",
+    "create_checkpoint",
+    "decide_checkpoint",
+    "mark_execution_uncertain",
+    "release_delivery",
+    "validate_checkpoint",
+]
+
+RecordLike: TypeAlias = Checkpoint | Mapping[str, Any]
+"""A record as a :class:`Checkpoint` or as the raw mapping loaded from storage."""
+
+Timestamp: TypeAlias = str | datetime
+"""An RFC 3339 str, or a timezone-aware datetime."""
+
+DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
+
+CONTRACTS_ENABLED: bool = __debug__ and os.environ.get("TOOL_CHECKPOINT_CONTRACTS", "1") != "0"
+"""Whether the icontract postconditions run (read once, at import)."""
+
+_CLAIMED = frozenset({Status.EXECUTING, Status.UNCERTAIN})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decision:
+    """What a loaded record says to do for a binding.
+
+    Attributes:
+        action: The recovery action of the record's status (``execute`` only for ready).
+        status: The record's status.
+        revision: The record's revision: the expected revision of the next transition.
+        checkpoint: The validated record, to pass on to the next transition.
+    """
+
+    action: Action
+    status: Status
+    revision: int
+    checkpoint: Checkpoint
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Transition:
+    """The result of a transition: act on it only after the store's compare-and-swap
+    from ``expected_revision`` to ``next`` succeeded.
+
+    Attributes:
+        action: What a won swap grants: ``execute`` after claim_execution, ``deliver``
+            after claim_delivery, ``none`` after the others.
+        expected_revision: The revision the stored record must still have.
+        next: The record to store, at ``expected_revision + 1``.
+    """
+
+    action: Action
+    expected_revision: int
+    next: Checkpoint
+
+
+# --- contracts --------------------------------------------------------------------------
+
+
+class _Before(NamedTuple):
+    """What a postcondition needs to know of the input: a copy to compare the input with,
+    and the input as a Checkpoint (None when it did not validate)."""
+
+    copy: object
+    checkpoint: Checkpoint | None
+
+
+def _before(record: object) -> _Before:
+    if type(record) is Checkpoint:
+        return _Before(record, record)
+    try:
+        checkpoint = Checkpoint.from_dict(
+            record, max_payload_bytes=TABLE.limits.ceiling_max_payload_bytes
+        )
+    except CheckpointError:
+        checkpoint = None
+    return _Before(copy.deepcopy(record), checkpoint)
+
+
+def _conforms(checkpoint: Checkpoint) -> bool:
+    """The next record is a Checkpoint whose parts are exactly what its status needs."""
+    try:
+        checkpoint.check_shape()
+    except CheckpointError:
+        return False
+    return type(checkpoint) is Checkpoint
+
+
+def _leaves_claim_for_ready(before: _Before, after: Checkpoint) -> bool:
+    return (
+        before.checkpoint is not None
+        and before.checkpoint.status in _CLAIMED
+        and after.status is Status.READY
+    )
+
+
+def _payload_kept(before: _Before, after: Checkpoint) -> bool:
+    old = before.checkpoint.result if before.checkpoint is not None else None
+    return old is None or after.result == old
+
+
+_F = TypeVar("_F", bound=Callable[..., Transition])
+
+
+def _transition_contracts(function: _F) -> _F:
+    """Put the postconditions every transition promises on ``function``."""
+    enabled = CONTRACTS_ENABLED
+    decorators: list[Callable[[_F], _F]] = [
+        icontract.snapshot(_before, name="record", enabled=enabled),
+        icontract.ensure(
+            lambda OLD, record: OLD.record.copy == record,
+            "the input record is unchanged",
+            enabled=enabled,
+        ),
+        icontract.ensure(lambda result: _conforms(result.next), "next validates", enabled=enabled),
+        icontract.ensure(
+            lambda OLD, result: (
+                OLD.record.checkpoint is not None
+                and result.expected_revision == OLD.record.checkpoint.revision
+                and result.next.revision == result.expected_revision + 1
+            ),
+            "expected_revision is the input's revision and next is one past it",
+            enabled=enabled,
+        ),
+        icontract.ensure(
+            lambda OLD, result: not _leaves_claim_for_ready(OLD.record, result.next),
+            "no transition leaves executing or uncertain for ready",
+            enabled=enabled,
+        ),
+        icontract.ensure(
+            lambda OLD, result: (
+                OLD.record.checkpoint is not None
+                and result.next.binding == OLD.record.checkpoint.binding
+                and result.next.created_at == OLD.record.checkpoint.created_at
+            ),
+            "the binding and creation time never change",
+            enabled=enabled,
+        ),
+        icontract.ensure(
+            lambda OLD, result: _payload_kept(OLD.record, result.next),
+            "a completed payload never changes",
+            enabled=enabled,
+        ),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+# --- the engine -------------------------------------------------------------------------
+
+
+def _load(record: object, max_payload_bytes: int) -> Checkpoint:
+    """Validate a record, as a Checkpoint or as a raw mapping, under a payload limit."""
+    limit = check_max_payload_bytes(max_payload_bytes)
+    if type(record) is Checkpoint:
+        record.check_shape()
+        if record.result is not None and record.result.payload_bytes > limit:
+            raise CheckpointError(
+                ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+                f"encodes to more than {limit} bytes",
+                field="result.payload",
+                limit=limit,
+            )
+        return record
+    return Checkpoint.from_dict(record, max_payload_bytes=limit)
+
+
+def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> TransitionRule:
+    """Return the table's rule for ``name`` if it may leave from ``record`` for this caller.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION when the record's status is not one the rule
+            leaves from; FENCE_CONFLICT when the rule is fenced and ``claim_id`` is not the
+            stored attempt id or delivery id.
+    """
+    rule = TABLE.transitions[name]
+    if record.status not in rule.sources:
+        raise CheckpointError(
+            ErrorCode.INVALID_TRANSITION,
+            f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
+            field="status",
+        )
+    if rule.fence is Fence.ATTEMPT_ID:
+        owner = record.execution.attempt_id if record.execution is not None else None
+        argument = "attempt_id"
+    elif rule.fence is Fence.DELIVERY_ID:
+        owner = record.delivery.delivery_id if record.delivery is not None else None
+        argument = "delivery_id"
+    else:
+        return rule
+    if owner is None or owner != claim_id:
+        raise CheckpointError(
+            ErrorCode.FENCE_CONFLICT, f"does not own the claim that {name} finishes", field=argument
+        )
+    return rule
+
+
+def _advance(rule: TransitionRule, record: Checkpoint, at: str, **parts: Any) -> Transition:
+    """Build the next record: the rule's target status, revision + 1, ``at`` as updatedAt,
+    and the parts the transition sets or clears."""
+    following = dataclasses.replace(
+        record, revision=record.revision + 1, status=rule.target, updated_at=at, **parts
+    )
+    return Transition(action=rule.grants, expected_revision=record.revision, next=following)
+
+
+# --- the public functions ---------------------------------------------------------------
+
+
+def create_checkpoint(binding: Binding, *, created_at: Timestamp) -> Checkpoint:
+    """Return a new record for ``binding``: status ready, revision 1.
+
+    Store it with create-if-absent. If a record already exists under its key, load that
+    one and decide on it instead: never overwrite.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for a binding that is not a Binding or a bad
+            ``created_at``.
+    """
+    if type(binding) is not Binding:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
+    at = timestamp_argument(created_at, "created_at")
+    return Checkpoint(
+        revision=TABLE.initial_revision,
+        status=TABLE.initial_status,
+        binding=binding,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+@icontract.ensure(
+    lambda result: result.action is not Action.EXECUTE or result.status is Status.READY,
+    "decide answers execute for ready only",
+    enabled=CONTRACTS_ENABLED,
+)
+@icontract.ensure(
+    lambda result: result.action is TABLE.statuses[result.status].action,
+    "decide answers the status's action from the table",
+    enabled=CONTRACTS_ENABLED,
+)
+def decide_checkpoint(
+    record: RecordLike,
+    binding: Binding,
+    *,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Decision:
+    """Validate a stored record and say what to do for ``binding``.
+
+    Raises:
+        CheckpointError: BINDING_CONFLICT when the record's binding differs from
+            ``binding`` in any field (the error names the fields, not their values);
+            INVALID_ARGUMENT for a ``binding`` that is not a Binding; and every error of
+            :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    if type(binding) is not Binding:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
+    differing = checkpoint.binding.differing_fields(binding)
+    if differing:
+        raise CheckpointError(
+            ErrorCode.BINDING_CONFLICT,
+            f"the stored record was made for another binding (differs in {', '.join(differing)})",
+            field="binding",
+        )
+    return Decision(
+        action=TABLE.statuses[checkpoint.status].action,
+        status=checkpoint.status,
+        revision=checkpoint.revision,
+        checkpoint=checkpoint,
+    )
+
+
+@_transition_contracts
+def claim_execution(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """ready -> executing, owned by ``attempt_id``. A won swap grants ``execute``: run the
+    tool once. A lost swap means another worker claimed it: reload and decide.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from any status but ready; INVALID_ARGUMENT
+            for a bad ``attempt_id`` or ``at``; every error of :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("claim_execution", checkpoint)
+    return _advance(rule, checkpoint, when, execution=Execution(attempt, when))
+
+
+def complete_execution(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    at: Timestamp,
+    result: JSONValue,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """executing or uncertain -> completed, storing ``result``: the exact JSON payload to
+    deliver, whether the tool succeeded or its handler failed. Only the owning attempt
+    may complete, also after reconciling an uncertain execution.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from other statuses; FENCE_CONFLICT for a
+            foreign ``attempt_id``; PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED for a bad
+            ``result``; INVALID_ARGUMENT for a bad ``attempt_id``, ``at`` or
+            ``max_payload_bytes``; every error of :func:`validate_checkpoint`.
+    """
+    # icontract reserves the argument name ``result`` for a postcondition's return value,
+    # so the contracts sit on a twin that names the payload ``payload``.
+    return _complete_execution(
+        record, attempt_id=attempt_id, at=at, payload=result, max_payload_bytes=max_payload_bytes
+    )
+
+
+@_transition_contracts
+def _complete_execution(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    at: Timestamp,
+    payload: JSONValue,
+    max_payload_bytes: int,
+) -> Transition:
+    checkpoint = _load(record, max_payload_bytes)
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("complete_execution", checkpoint, attempt)
+    stored = Result(payload, completed_at=when, max_payload_bytes=max_payload_bytes)
+    return _advance(rule, checkpoint, when, result=stored)
+
+
+@_transition_contracts
+def mark_execution_uncertain(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    at: Timestamp,
+    reason: str,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """executing -> uncertain: the owning attempt cannot tell whether the tool's effect
+    happened. ``reason`` (1 to 1,024 characters, no control characters) is kept for the
+    operator who reconciles; it must not hold secrets.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from other statuses; FENCE_CONFLICT for a
+            foreign ``attempt_id``; INVALID_ARGUMENT for a bad ``attempt_id``, ``at`` or
+            ``reason``; every error of :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    why = check_reason(reason, "reason", ErrorCode.INVALID_ARGUMENT)
+    rule = _guard("mark_execution_uncertain", checkpoint, attempt)
+    assert checkpoint.execution is not None  # the table's shape for executing requires it
+    execution = dataclasses.replace(checkpoint.execution, uncertain=Uncertainty(why, when))
+    return _advance(rule, checkpoint, when, execution=execution)
+
+
+@_transition_contracts
+def claim_delivery(
+    record: RecordLike,
+    *,
+    delivery_id: str,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """completed -> delivering, owned by ``delivery_id``. A won swap grants ``deliver``:
+    send ``next.result.payload``, then release or complete the delivery.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from any status but completed;
+            INVALID_ARGUMENT for a bad ``delivery_id`` or ``at``; every error of
+            :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    delivery = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("claim_delivery", checkpoint)
+    return _advance(rule, checkpoint, when, delivery=Delivery(delivery, when))
+
+
+@_transition_contracts
+def release_delivery(
+    record: RecordLike,
+    *,
+    delivery_id: str,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """delivering -> completed after a send that is known to have failed; a later
+    delivery claim sends the same stored payload again.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from other statuses; FENCE_CONFLICT for a
+            foreign ``delivery_id``; INVALID_ARGUMENT for a bad ``delivery_id`` or ``at``;
+            every error of :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    delivery = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("release_delivery", checkpoint, delivery)
+    return _advance(rule, checkpoint, when, delivery=None)
+
+
+@_transition_contracts
+def complete_delivery(
+    record: RecordLike,
+    *,
+    delivery_id: str,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """delivering -> delivered once the send is confirmed.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from other statuses; FENCE_CONFLICT for a
+            foreign ``delivery_id``; INVALID_ARGUMENT for a bad ``delivery_id`` or ``at``;
+            every error of :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    delivery_arg = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("complete_delivery", checkpoint, delivery_arg)
+    assert checkpoint.delivery is not None  # the table's shape for delivering requires it
+    delivery = dataclasses.replace(checkpoint.delivery, delivered_at=when)
+    return _advance(rule, checkpoint, when, delivery=delivery)
+
+
+def validate_checkpoint(
+    record: RecordLike, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> bool:
+    """Return True if ``record`` is a valid schema-version-1 record under the payload limit.
+
+    Raises:
+        CheckpointError: UNSUPPORTED_SCHEMA for another integer schemaVersion;
+            INVALID_CHECKPOINT for a structurally broken record; PAYLOAD_NOT_JSON or
+            PAYLOAD_LIMIT_EXCEEDED for a stored payload that breaks a payload rule or
+            ``max_payload_bytes``; INVALID_ARGUMENT for a bad ``max_payload_bytes``.
+    """
+    _load(record, max_payload_bytes)
+    return True

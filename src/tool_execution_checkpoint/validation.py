@@ -1,0 +1,214 @@
+"""Checks of single values: identifiers, reasons, timestamps, limits and JSON payloads.
+
+Each check takes the value, the dotted field name to report and the code to raise, and
+returns the value in its stored form. Limits come from the transition table. Messages
+name the field and the limit, never the value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from typing import TypeAlias
+
+from .errors import CheckpointError, ErrorCode
+from .table import TABLE
+
+__all__ = [
+    "JSONValue",
+    "check_identifier",
+    "check_max_payload_bytes",
+    "check_reason",
+    "check_timestamp",
+    "encode_payload",
+    "timestamp_argument",
+]
+
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
+"""A plain JSON value: what a result payload may be."""
+
+_LIMITS = TABLE.limits
+_FORBIDDEN_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_TIMESTAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+    r"(?:\.([0-9]{1,9}))?(?:Z|([+-])([0-9]{2}):([0-9]{2}))"
+)
+
+
+def _checked_text(value: object, field: str, code: ErrorCode, limit: int, what: str) -> str:
+    if type(value) is not str:
+        raise CheckpointError(code, f"{what} must be a str", field=field)
+    if not value or len(value) > limit:
+        raise CheckpointError(
+            code, f"{what} must have 1 to {limit} characters", field=field, limit=limit
+        )
+    if _FORBIDDEN_CHARACTERS.search(value):
+        raise CheckpointError(
+            code, f"{what} must not hold control characters or lone surrogates", field=field
+        )
+    return value
+
+
+def check_identifier(value: object, field: str, code: ErrorCode) -> str:
+    """Return ``value`` if it is a valid identifier: a str of 1 to 256 characters with no
+    control characters (C0, DEL, C1) and no lone surrogates."""
+    return _checked_text(value, field, code, _LIMITS.max_identifier_chars, "an identifier")
+
+
+def check_reason(value: object, field: str, code: ErrorCode) -> str:
+    """Return ``value`` if it is a valid uncertain reason: like an identifier, but up to
+    1,024 characters."""
+    return _checked_text(value, field, code, _LIMITS.max_reason_chars, "a reason")
+
+
+def check_timestamp(value: object, field: str, code: ErrorCode) -> str:
+    """Return ``value`` if it is an RFC 3339 timestamp in the profile spec/ describes."""
+    if type(value) is not str:
+        raise CheckpointError(code, "a timestamp must be a str", field=field)
+    match = _TIMESTAMP.fullmatch(value)
+    if match is None:
+        raise CheckpointError(code, "a timestamp must be RFC 3339 with an offset", field=field)
+    year, month, day, hour, minute, second = (int(group) for group in match.groups()[:6])
+    sign, offset_hours, offset_minutes = match.group(8, 9, 10)
+    try:
+        datetime(year, month, day, hour, minute, second)
+        if sign is not None:
+            timezone(timedelta(hours=int(offset_hours), minutes=int(offset_minutes)))
+            if int(offset_minutes) > 59:
+                raise ValueError
+    except ValueError:
+        raise CheckpointError(code, "a timestamp names no real instant", field=field) from None
+    return value
+
+
+def timestamp_argument(value: object, field: str) -> str:
+    """Return a caller's timestamp argument in stored form.
+
+    Accepts an RFC 3339 str or an aware :class:`datetime.datetime`; a naive datetime is
+    refused because its instant is unknown.
+    """
+    if isinstance(value, datetime):
+        if value.utcoffset() is None:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "a datetime must be timezone-aware", field=field
+            )
+        value = value.isoformat()
+    return check_timestamp(value, field, ErrorCode.INVALID_ARGUMENT)
+
+
+def check_max_payload_bytes(value: object) -> int:
+    """Return ``value`` if it is an int in 1..10,485,760."""
+    ceiling = _LIMITS.ceiling_max_payload_bytes
+    if type(value) is not int or not 1 <= value <= ceiling:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"must be an int from 1 to {ceiling}",
+            field="max_payload_bytes",
+            limit=ceiling,
+        )
+    return value
+
+
+def _walk(value: object, field: str) -> None:
+    """Refuse anything but plain JSON types, and pass the depth or value-count limit.
+
+    Counting happens per container before its items are visited, so a container that
+    would pass the count limit is refused without being walked.
+    """
+    max_depth = _LIMITS.max_depth
+    max_values = _LIMITS.max_values
+    count = 1
+
+    def refuse_type(kind: type) -> CheckpointError:
+        return CheckpointError(
+            ErrorCode.PAYLOAD_NOT_JSON, f"holds a {kind.__name__}, which is not JSON", field=field
+        )
+
+    def visit(container: dict[object, object] | list[object], depth: int) -> None:
+        nonlocal count
+        if depth > max_depth:
+            raise CheckpointError(
+                ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+                f"nests deeper than {max_depth} containers",
+                field=field,
+                limit=max_depth,
+            )
+        count += len(container)
+        if count > max_values:
+            raise CheckpointError(
+                ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+                f"holds more than {max_values} values",
+                field=field,
+                limit=max_values,
+            )
+        if type(container) is dict:
+            for key in container:
+                if type(key) is not str:
+                    raise CheckpointError(
+                        ErrorCode.PAYLOAD_NOT_JSON,
+                        "has an object key that is not a str",
+                        field=field,
+                    )
+            items = container.values()
+        else:
+            items = container  # type: ignore[assignment]
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is float:
+                if not math.isfinite(item):  # type: ignore[arg-type]
+                    raise CheckpointError(
+                        ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity", field=field
+                    )
+            elif kind is dict or kind is list:
+                visit(item, depth + 1)  # type: ignore[arg-type]
+            else:
+                raise refuse_type(kind)
+
+    kind = type(value)
+    if kind is dict or kind is list:
+        visit(value, 1)  # type: ignore[arg-type]
+    elif kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise CheckpointError(ErrorCode.PAYLOAD_NOT_JSON, "is NaN or an infinity", field=field)
+    elif not (kind is str or kind is int or kind is bool or value is None):
+        raise refuse_type(kind)
+
+
+def encode_payload(value: object, max_payload_bytes: int, field: str) -> tuple[str, int]:
+    """Check a result payload and return its compact JSON text and that text's UTF-8 size.
+
+    The payload must be plain JSON within the depth and value-count limits, and its
+    compact UTF-8 encoding (no spaces, non-ASCII not escaped) must be at most
+    ``max_payload_bytes`` long: exactly the limit is accepted, one byte more is refused.
+    """
+    _walk(value, field)
+    try:
+        text = json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+        )
+    except ValueError:
+        # The only ValueError left after the walk: an int past Python's int-to-str limit.
+        raise CheckpointError(
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED, "holds an integer with too many digits", field=field
+        ) from None
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise CheckpointError(
+                ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate", field=field
+            ) from None
+    if size > max_payload_bytes:
+        raise CheckpointError(
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+            f"encodes to more than {max_payload_bytes} bytes",
+            field=field,
+            limit=max_payload_bytes,
+        )
+    return text, size
