@@ -40,6 +40,7 @@ __all__ = [
     "TransitionTable",
     "load_table",
     "spec_file",
+    "table_from_data",
 ]
 
 
@@ -323,12 +324,21 @@ def load_table(text: str) -> TransitionTable:
     """Parse and check a transition table written in the format of spec/transitions.toml.
 
     Raises:
-        SpecError: the table is malformed or breaks a safety rule of the protocol.
+        SpecError: the text is not TOML, or the table is malformed or breaks a safety rule.
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"the transition table is not valid TOML: {error}") from None
+    return table_from_data(data)
+
+
+def table_from_data(data: Mapping[str, object]) -> TransitionTable:
+    """Check parsed table data (as tomllib returns it) and build the table.
+
+    Raises:
+        SpecError: the table is malformed or breaks a safety rule of the protocol.
+    """
     _keys(
         data,
         "the table",

@@ -1,0 +1,69 @@
+"""The README's promises: its Python blocks run, its commands exist, its errors are all
+documented, and CI runs the test command it gives."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tool_execution_checkpoint import ErrorCode
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```$", README, flags=re.MULTILINE | re.DOTALL)
+PYTHON_BLOCKS = [body for language, body in BLOCKS if language == "python"]
+
+
+def test_the_readme_has_python_blocks() -> None:
+    assert PYTHON_BLOCKS
+
+
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+def test_python_block_runs(index: int, tmp_path: Path) -> None:
+    script = tmp_path / f"block_{index}.py"
+    script.write_text(PYTHON_BLOCKS[index], encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+def test_quick_start_is_the_demo_script_and_prints_what_the_readme_says() -> None:
+    quickstart = ROOT / "examples" / "quickstart.py"
+    assert quickstart.read_text(encoding="utf-8") in PYTHON_BLOCKS
+    printed = subprocess.run(
+        [sys.executable, str(quickstart)], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    shown = [body for language, body in BLOCKS if language == "text"]
+    assert printed in shown, printed
+
+
+def test_quick_start_commands_are_make_targets() -> None:
+    quick_start = README[README.index("## Quick start") : README.index("## Install")]
+    commands = re.findall(r"^make (\w+)", quick_start, flags=re.MULTILINE)
+    assert commands == ["demo", "test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for command in commands:
+        assert re.search(rf"^{command}:", makefile, flags=re.MULTILINE), command
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^make test$", ci, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("code", list(ErrorCode))
+def test_troubleshooting_covers_every_error_code(code: ErrorCode) -> None:
+    troubleshooting = README[README.index("## Troubleshooting") :]
+    section = troubleshooting[troubleshooting.index(f"### `{code}`") :]
+    assert "**Means:**" in section
+    assert "**Do:**" in section
