@@ -14,37 +14,22 @@ __all__ = ["CheckpointError", "ErrorCode"]
 
 
 class ErrorCode(enum.StrEnum):
-    """Why a :class:`CheckpointError` was raised. The README's troubleshooting section says,
-    for each code, what it means and what to do."""
+    """Why a :class:`CheckpointError` was raised.
+
+    What each code means and what to do about it is part of the protocol: it is written
+    in spec/transitions.toml (``[errors]``) and rendered into spec/README.md and the
+    README's troubleshooting section. The table's loader checks that it documents exactly
+    these codes.
+    """
 
     BINDING_CONFLICT = "BINDING_CONFLICT"
-    """The stored record belongs to a different binding: some field of namespace, call id,
-    tool name, tool revision or input fingerprint differs."""
-
     FENCE_CONFLICT = "FENCE_CONFLICT"
-    """The attempt id or delivery id does not own the claim the transition would finish."""
-
     INVALID_TRANSITION = "INVALID_TRANSITION"
-    """The transition does not leave from the record's current status."""
-
     INVALID_CHECKPOINT = "INVALID_CHECKPOINT"
-    """A stored record is structurally broken: a missing or unknown field, a wrong type, a
-    status whose required parts are missing, a bad timestamp or identifier."""
-
     UNSUPPORTED_SCHEMA = "UNSUPPORTED_SCHEMA"
-    """The record's schemaVersion is an integer other than the one this library implements."""
-
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
-    """An argument passed by the caller is malformed: an identifier, a timestamp, a reason,
-    a binding or max_payload_bytes outside 1..10,485,760."""
-
     PAYLOAD_NOT_JSON = "PAYLOAD_NOT_JSON"
-    """A result payload holds something that is not plain JSON: NaN or an infinity, a lone
-    surrogate, a non-str key, a tuple, set, bytes or another object."""
-
     PAYLOAD_LIMIT_EXCEEDED = "PAYLOAD_LIMIT_EXCEEDED"
-    """A result payload is over a limit: its encoded size, its nesting depth or its number
-    of values."""
 
 
 class CheckpointError(ValueError):

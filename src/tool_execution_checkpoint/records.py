@@ -12,6 +12,7 @@ copy on each access.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = ["Binding", "Checkpoint", "Delivery", "Execution", "Result", "Uncertai
 _ARGUMENT = ErrorCode.INVALID_ARGUMENT
 _INVALID = ErrorCode.INVALID_CHECKPOINT
 _DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
+_MAX_REVISION = TABLE.limits.max_revision
 
 
 class _Part:
@@ -330,10 +332,31 @@ class Checkpoint:
         requires, and none it forbids."""
         rule = TABLE.statuses[self.status]
         present = self.present_parts()
+        if rule.required <= present and not rule.forbidden & present:
+            return
         for part in sorted(rule.required - present):
             raise CheckpointError(_INVALID, f"is required in status {self.status}", field=part)
         for part in sorted(rule.forbidden & present):
             raise CheckpointError(_INVALID, f"must be null in status {self.status}", field=part)
+
+    def _evolve(self, **changes: Any) -> Checkpoint:
+        """Return a copy with ``changes`` applied, checking only what can have changed.
+
+        For the library's transitions, whose new parts and timestamps are already
+        validated: the copy's revision and shape are checked, the fields it keeps are
+        not checked again. Raises INVALID_CHECKPOINT like the constructor.
+        """
+        following = object.__new__(Checkpoint)
+        for name in _CHECKPOINT_FIELDS:
+            object.__setattr__(following, name, changes.pop(name, getattr(self, name)))
+        if changes:
+            raise TypeError(f"unknown Checkpoint fields: {sorted(changes)}")
+        if not TABLE.initial_revision <= following.revision <= TABLE.limits.max_revision:
+            raise CheckpointError(
+                _INVALID, "passes the largest revision", field="revision", limit=_MAX_REVISION
+            )
+        following.check_shape()
+        return following
 
     def to_dict(self) -> dict[str, Any]:
         """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
@@ -415,3 +438,6 @@ class Checkpoint:
         except (ValueError, TypeError, RecursionError):
             raise CheckpointError(_INVALID, "a record must be JSON text") from None
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)
+
+
+_CHECKPOINT_FIELDS = tuple(field.name for field in dataclasses.fields(Checkpoint))

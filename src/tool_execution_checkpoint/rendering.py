@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .table import TABLE, TransitionTable
+from .validation import TIMESTAMP_PATTERN
 
 __all__ = [
     "render_errors_markdown",
@@ -214,8 +215,7 @@ def render_schema(table: TransitionTable = TABLE) -> dict[str, Any]:
             "timestamp": {
                 "type": "string",
                 "format": "date-time",
-                "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
-                "(\\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$",
+                "pattern": f"^{TIMESTAMP_PATTERN}$",
             },
         },
         **_object(

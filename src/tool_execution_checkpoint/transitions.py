@@ -247,8 +247,8 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
 def _advance(rule: TransitionRule, record: Checkpoint, at: str, **parts: Any) -> Transition:
     """Build the next record: the rule's target status, revision + 1, ``at`` as updatedAt,
     and the parts the transition sets or clears."""
-    following = dataclasses.replace(
-        record, revision=record.revision + 1, status=rule.target, updated_at=at, **parts
+    following = record._evolve(
+        revision=record.revision + 1, status=rule.target, updated_at=at, **parts
     )
     return Transition(action=rule.grants, expected_revision=record.revision, next=following)
 
@@ -305,8 +305,8 @@ def decide_checkpoint(
     checkpoint = _load(record, max_payload_bytes)
     if type(binding) is not Binding:
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
-    differing = checkpoint.binding.differing_fields(binding)
-    if differing:
+    if checkpoint.binding != binding:
+        differing = checkpoint.binding.differing_fields(binding)
         raise CheckpointError(
             ErrorCode.BINDING_CONFLICT,
             f"the stored record was made for another binding (differs in {', '.join(differing)})",
