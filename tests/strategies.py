@@ -35,7 +35,7 @@ short_identifiers = st.text(identifier_chars, min_size=1, max_size=12)
 def timestamps(draw: st.DrawFn) -> str:
     """RFC 3339 timestamps in the profile spec/ describes."""
     moment = draw(st.datetimes(min_value=datetime(1, 1, 1)))
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S")
     fraction = draw(st.none() | st.text("0123456789", min_size=1, max_size=9))
     if fraction is not None:
         text += "." + fraction

@@ -37,6 +37,19 @@ _DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 _MAX_REVISION = TABLE.limits.max_revision
 
 
+def _check_keys(raw: Mapping[Any, Any], expected: frozenset[str], path: str | None) -> None:
+    """Raise INVALID_CHECKPOINT naming the first missing field, or the part holding a
+    field that schema version 1 does not have (the unknown key itself is not echoed)."""
+    keys = raw.keys()
+    if keys == expected:
+        return
+    missing = sorted(expected - keys)
+    if missing:
+        where = f"{path}.{missing[0]}" if path else missing[0]
+        raise CheckpointError(_INVALID, "is missing", field=where)
+    raise CheckpointError(_INVALID, "holds a field that schema version 1 does not have", field=path)
+
+
 class _Part:
     """A nested part of a record: knows its persisted names and how to read them."""
 
@@ -50,12 +63,7 @@ class _Part:
         """Build the part from its persisted mapping, reporting INVALID_CHECKPOINT."""
         if not isinstance(raw, Mapping):
             raise CheckpointError(_INVALID, "must be an object", field=path)
-        if raw.keys() != set(cls.JSON_NAMES.values()):
-            raise CheckpointError(
-                _INVALID,
-                f"must have exactly the keys {sorted(cls.JSON_NAMES.values())}",
-                field=path,
-            )
+        _check_keys(raw, frozenset(cls.JSON_NAMES.values()), path)
         try:
             return cls(**{name: raw[json_name] for name, json_name in cls.JSON_NAMES.items()})
         except CheckpointError as error:
@@ -236,10 +244,7 @@ class Result:
     def _from_json(cls, raw: object, path: str, max_payload_bytes: int) -> Result:
         if not isinstance(raw, Mapping):
             raise CheckpointError(_INVALID, "must be an object", field=path)
-        if raw.keys() != {"payload", "completedAt"}:
-            raise CheckpointError(
-                _INVALID, "must have exactly the keys ['completedAt', 'payload']", field=path
-            )
+        _check_keys(raw, _RESULT_KEYS, path)
         text, size = encode_payload(raw["payload"], max_payload_bytes, f"{path}.payload")
         completed_at = check_timestamp(raw["completedAt"], f"{path}.completedAt", _INVALID)
         result = object.__new__(cls)
@@ -250,6 +255,7 @@ class Result:
         return {"payload": self.payload, "completedAt": self.completed_at}
 
 
+_RESULT_KEYS = frozenset({"payload", "completedAt"})
 _TOP_KEYS = frozenset(
     {
         "schemaVersion",
@@ -401,10 +407,7 @@ class Checkpoint:
                 f"this library reads schema version {cls.schema_version} only",
                 field="schemaVersion",
             )
-        if raw.keys() != _TOP_KEYS:
-            raise CheckpointError(
-                _INVALID, f"a record must have exactly the keys {sorted(_TOP_KEYS)}"
-            )
+        _check_keys(raw, _TOP_KEYS, None)
         try:
             status = Status(raw["status"]) if type(raw["status"]) is str else None
         except ValueError:

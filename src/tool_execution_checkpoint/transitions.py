@@ -18,12 +18,11 @@ sets ``TOOL_CHECKPOINT_CONTRACTS=0``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import icontract
 
@@ -105,24 +104,25 @@ class Transition:
 # --- contracts --------------------------------------------------------------------------
 
 
-class _Before(NamedTuple):
-    """What a postcondition needs to know of the input: a copy to compare the input with,
-    and the input as a Checkpoint (None when it did not validate)."""
+def _as_checkpoint(record: object) -> Checkpoint | None:
+    """The input as a Checkpoint, or None when it is not a valid record.
 
-    copy: object
-    checkpoint: Checkpoint | None
-
-
-def _before(record: object) -> _Before:
+    Used by the contracts, so it must never raise: an invalid input makes the function
+    raise CheckpointError before any postcondition is evaluated."""
     if type(record) is Checkpoint:
-        return _Before(record, record)
+        return record
     try:
-        checkpoint = Checkpoint.from_dict(
+        return Checkpoint.from_dict(
             record, max_payload_bytes=TABLE.limits.ceiling_max_payload_bytes
         )
     except CheckpointError:
-        checkpoint = None
-    return _Before(copy.deepcopy(record), checkpoint)
+        return None
+
+
+def _unchanged(before: Checkpoint | None, record: object) -> bool:
+    """The input still reads as the record it was before the call. A Checkpoint is
+    immutable; a mapping is read again, so any change to it shows."""
+    return before is not None and _as_checkpoint(record) == before
 
 
 def _conforms(checkpoint: Checkpoint) -> bool:
@@ -134,16 +134,12 @@ def _conforms(checkpoint: Checkpoint) -> bool:
     return type(checkpoint) is Checkpoint
 
 
-def _leaves_claim_for_ready(before: _Before, after: Checkpoint) -> bool:
-    return (
-        before.checkpoint is not None
-        and before.checkpoint.status in _CLAIMED
-        and after.status is Status.READY
-    )
+def _leaves_claim_for_ready(before: Checkpoint | None, after: Checkpoint) -> bool:
+    return before is not None and before.status in _CLAIMED and after.status is Status.READY
 
 
-def _payload_kept(before: _Before, after: Checkpoint) -> bool:
-    old = before.checkpoint.result if before.checkpoint is not None else None
+def _payload_kept(before: Checkpoint | None, after: Checkpoint) -> bool:
+    old = before.result if before is not None else None
     return old is None or after.result == old
 
 
@@ -154,17 +150,17 @@ def _transition_contracts(function: _F) -> _F:
     """Put the postconditions every transition promises on ``function``."""
     enabled = CONTRACTS_ENABLED
     decorators: list[Callable[[_F], _F]] = [
-        icontract.snapshot(_before, name="record", enabled=enabled),
+        icontract.snapshot(_as_checkpoint, name="record", enabled=enabled),
         icontract.ensure(
-            lambda OLD, record: OLD.record.copy == record,
+            lambda OLD, record: _unchanged(OLD.record, record),
             "the input record is unchanged",
             enabled=enabled,
         ),
         icontract.ensure(lambda result: _conforms(result.next), "next validates", enabled=enabled),
         icontract.ensure(
             lambda OLD, result: (
-                OLD.record.checkpoint is not None
-                and result.expected_revision == OLD.record.checkpoint.revision
+                OLD.record is not None
+                and result.expected_revision == OLD.record.revision
                 and result.next.revision == result.expected_revision + 1
             ),
             "expected_revision is the input's revision and next is one past it",
@@ -177,9 +173,9 @@ def _transition_contracts(function: _F) -> _F:
         ),
         icontract.ensure(
             lambda OLD, result: (
-                OLD.record.checkpoint is not None
-                and result.next.binding == OLD.record.checkpoint.binding
-                and result.next.created_at == OLD.record.checkpoint.created_at
+                OLD.record is not None
+                and result.next.binding == OLD.record.binding
+                and result.next.created_at == OLD.record.created_at
             ),
             "the binding and creation time never change",
             enabled=enabled,
