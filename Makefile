@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck pytest spec spec-check clean
+.PHONY: install demo test lint typecheck pytest spec bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,8 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
@@ -35,6 +35,10 @@ pytest: $(STAMP)
 ## spec: regenerate spec/README.md, spec/record.schema.json and the README's troubleshooting
 spec: $(STAMP)
 	$(BIN)/python -m tool_execution_checkpoint.rendering --write
+
+## bench: measured costs, each as a ratio to a baseline run in the same command
+bench: $(STAMP)
+	$(BIN)/python benchmarks/harness_speed.py --json benchmarks/results-harness.json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

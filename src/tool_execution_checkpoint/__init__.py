@@ -8,7 +8,15 @@ package is its pure, I/O-free core.
 """
 
 from .errors import CheckpointError, ErrorCode
+from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .store import (
+    AsyncCheckpointStore,
+    CheckpointStore,
+    OutcomeUnknownError,
+    StoreError,
+    checkpoint_key,
+)
 from .table import TABLE, Action, Status
 from .transitions import (
     Decision,
@@ -29,19 +37,25 @@ from .validation import JSONValue
 __all__ = [
     "TABLE",
     "Action",
+    "AsyncCheckpointStore",
     "Binding",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointStore",
     "Decision",
     "Delivery",
     "ErrorCode",
     "Execution",
     "JSONValue",
+    "MemoryStore",
+    "OutcomeUnknownError",
     "RecordLike",
     "Result",
     "Status",
+    "StoreError",
     "Transition",
     "Uncertainty",
+    "checkpoint_key",
     "claim_delivery",
     "claim_execution",
     "complete_delivery",

@@ -1,0 +1,66 @@
+"""MemoryStore: a thread-safe in-process store, the model every other store is held to.
+
+It keeps each record as the JSON text it would persist, so a caller can never share or
+mutate a stored record, and ``get`` returns what a real store's read would: a fresh
+mapping parsed from that text. One lock makes every operation atomic under real threads.
+It is not durable: use it for tests, examples and as the harness's model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .records import Checkpoint
+from .store import check_create, check_key, check_swap
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A :class:`~tool_execution_checkpoint.store.CheckpointStore` in a dict, under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: dict[str, str] = {}
+        self._revisions: dict[str, int] = {}
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """Insert ``record`` under ``key`` if nothing is stored there; return whether it
+        inserted."""
+        text = check_create(key, record).to_json()
+        with self._lock:
+            if key in self._texts:
+                return False
+            self._texts[key] = text
+            self._revisions[key] = record.revision
+            return True
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        """Return a fresh mapping of the record stored under ``key``, or None."""
+        check_key(key)
+        with self._lock:
+            text = self._texts.get(key)
+        return None if text is None else json.loads(text)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """Replace the record under ``key`` with ``record`` if its revision is still
+        ``expected_revision``; return whether it did."""
+        text = check_swap(key, expected_revision, record).to_json()
+        with self._lock:
+            if self._revisions.get(key) != expected_revision:
+                return False
+            self._texts[key] = text
+            self._revisions[key] = record.revision
+            return True
+
+    def keys(self) -> Iterator[str]:
+        """The keys stored now, in insertion order (a snapshot)."""
+        with self._lock:
+            return iter(list(self._texts))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._texts)

@@ -1,0 +1,149 @@
+"""The storage contract as code: what a checkpoint store must offer, and its keys.
+
+A store keeps one record per key and offers three operations, each atomic and durable
+once it reports success:
+
+- ``create_if_absent(key, record)``: insert ``record`` only if nothing is stored under
+  ``key``; return whether it inserted. Never overwrite.
+- ``get(key)``: the stored record as the JSON mapping that was written, or ``None``.
+- ``compare_and_swap(key, expected_revision, record)``: replace the stored record with
+  ``record`` only if the stored revision still equals ``expected_revision``; return
+  whether it did. One atomic step: never a read followed by a separate write.
+
+A write that raises may or may not have been applied. The caller must not guess: it
+reads the record back and decides again. Because every next record carries the
+writer's own attempt id or delivery id, reading back tells exactly whether it landed.
+Stores say so explicitly by raising :class:`OutcomeUnknownError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import CheckpointError, ErrorCode
+from .records import Binding, Checkpoint
+from .table import TABLE
+from .validation import check_identifier
+
+__all__ = [
+    "AsyncCheckpointStore",
+    "CheckpointStore",
+    "OutcomeUnknownError",
+    "StoreError",
+    "check_create",
+    "check_key",
+    "check_swap",
+    "checkpoint_key",
+]
+
+KEY_SCHEME = "tool-execution-checkpoint/key/v1"
+
+
+class StoreError(Exception):
+    """A store operation failed. For a write, whether it was applied is unknown: read
+    back before doing anything else."""
+
+
+class OutcomeUnknownError(StoreError):
+    """A write was sent but its outcome is unknown (for example the connection dropped
+    while the transaction committed). Read the record back: it is either at the old
+    revision or at the new one, never in between."""
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """A synchronous checkpoint store. See the module docstring for the contract."""
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """Insert ``record`` under ``key`` if nothing is stored there; return whether it
+        inserted."""
+        ...
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        """Return the stored record's JSON mapping, or None if there is none."""
+        ...
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """Atomically replace the record under ``key`` with ``record`` if its stored
+        revision equals ``expected_revision``; return whether it did."""
+        ...
+
+
+@runtime_checkable
+class AsyncCheckpointStore(Protocol):
+    """The asyncio twin of :class:`CheckpointStore`, with the same contract."""
+
+    async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """Insert ``record`` under ``key`` if nothing is stored there; return whether it
+        inserted."""
+        ...
+
+    async def get(self, key: str) -> Mapping[str, Any] | None:
+        """Return the stored record's JSON mapping, or None if there is none."""
+        ...
+
+    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """Atomically replace the record under ``key`` with ``record`` if its stored
+        revision equals ``expected_revision``; return whether it did."""
+        ...
+
+
+def checkpoint_key(binding: Binding) -> str:
+    """Return the store key of the checkpoint for ``binding``.
+
+    The key is derived from the call's identity, ``namespace`` and ``call_id``: each is
+    length-prefixed and the whole is hashed with SHA-256, so no two different pairs share
+    a key (``("a:b", "c")`` and ``("a", "b:c")`` differ) and keys have a fixed length.
+
+    The tool name, tool revision and input fingerprint are deliberately not in the key:
+    they are checked against the stored record by ``decide_checkpoint``. Were they in the
+    key, a call replayed with changed input or an upgraded tool would find no record and
+    run the tool again; with this key it finds the old record and gets BINDING_CONFLICT.
+    """
+    if type(binding) is not Binding:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
+    digest = hashlib.sha256()
+    for part in (KEY_SCHEME, binding.namespace, binding.call_id):
+        encoded = part.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+    return f"tec1-{digest.hexdigest()}"
+
+
+def check_key(key: object) -> str:
+    """Return ``key`` if it is a valid store key (an identifier: 1 to 256 characters, no
+    control characters); raise INVALID_ARGUMENT otherwise."""
+    return check_identifier(key, "key", ErrorCode.INVALID_ARGUMENT)
+
+
+def check_create(key: object, record: object) -> Checkpoint:
+    """Check the arguments of ``create_if_absent``: a valid key and a new record (a
+    Checkpoint at the initial revision). Every store calls this before writing."""
+    check_key(key)
+    if type(record) is not Checkpoint:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Checkpoint", field="record")
+    if record.revision != TABLE.initial_revision:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"a created record must be at revision {TABLE.initial_revision}",
+            field="record.revision",
+        )
+    return record
+
+
+def check_swap(key: object, expected_revision: object, record: object) -> Checkpoint:
+    """Check the arguments of ``compare_and_swap``: a valid key and a Checkpoint whose
+    revision is exactly ``expected_revision + 1``. Every store calls this before
+    writing."""
+    check_key(key)
+    if type(record) is not Checkpoint:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Checkpoint", field="record")
+    if type(expected_revision) is not int or record.revision != expected_revision + 1:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "the next record's revision must be expected_revision + 1",
+            field="expected_revision",
+        )
+    return record

@@ -1,0 +1,189 @@
+"""StoreConformance: one base class turns a store factory into a pytest test class.
+
+::
+
+    from tool_execution_checkpoint.testing import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        def make_store(self):
+            return MyStore(...)          # a fresh, empty store; sync or async
+
+The class runs the plain checks of the storage contract, the model-based harness and a
+threaded stress check. Knobs are class attributes: ``harness_workers``,
+``harness_keys``, ``harness_examples``, ``harness_steps``, ``harness_faults``,
+``stress_threads`` and ``stress_keys``. The example budget also follows the settings
+profile chosen by the ``TOOL_CHECKPOINT_HARNESS`` environment variable (see
+:mod:`tool_execution_checkpoint.testing.profiles`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from ..errors import CheckpointError, ErrorCode
+from ..records import Binding
+from ..store import CheckpointStore, checkpoint_key
+from ..table import Status
+from ..transitions import claim_execution, create_checkpoint, decide_checkpoint
+from .adapters import as_sync_store
+from .faults import Fault, FaultyStore
+from .harness import ProtocolMachine, protocol_machine
+from .profiles import active_profile
+from .stress import threaded_stress
+
+__all__ = ["StoreConformance", "read_back_landed"]
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+def read_back_landed(store: CheckpointStore, key: str, attempt_next: Any) -> bool:
+    """After a write whose outcome is unknown, read the record back and tell whether
+    the write landed: the stored record equals the one that was written (it carries the
+    writer's own fence, so no other writer can have produced it)."""
+    stored = store.get(key)
+    return stored is not None and dict(stored) == attempt_next.to_dict()
+
+
+class StoreConformance:
+    """Base class of a pytest test class vetting a store. Subclass it and define
+    ``make_store(self)`` returning a fresh, empty store (a CheckpointStore, or an
+    AsyncCheckpointStore which is adapted)."""
+
+    harness_workers: ClassVar[int] = 4
+    harness_keys: ClassVar[int] = 2
+    harness_examples: ClassVar[int | None] = None
+    harness_steps: ClassVar[int | None] = None
+    harness_faults: ClassVar[bool] = True
+    harness_base: ClassVar[type[ProtocolMachine]] = ProtocolMachine
+    stress_threads: ClassVar[int] = 8
+    stress_keys: ClassVar[int] = 64
+
+    def make_store(self) -> Any:
+        """Return a fresh, empty store. Subclasses must define this."""
+        raise NotImplementedError("define make_store(self) in the subclass")
+
+    def _store(self) -> CheckpointStore:
+        return as_sync_store(self.make_store())
+
+    @staticmethod
+    def _binding(call_id: str = "call-1") -> Binding:
+        return Binding("conformance", call_id, "tool", "1", "sha256:0")
+
+    # --- the plain checks of the contract ------------------------------------------------
+
+    def test_get_of_a_missing_key_is_none(self) -> None:
+        assert self._store().get(checkpoint_key(self._binding())) is None
+
+    def test_create_if_absent_inserts_once_and_never_overwrites(self) -> None:
+        store = self._store()
+        first = create_checkpoint(self._binding(), created_at=NOW)
+        other = create_checkpoint(self._binding("call-2"), created_at="2026-06-01T00:00:00Z")
+        key = checkpoint_key(self._binding())
+        assert store.create_if_absent(key, first) is True
+        assert store.create_if_absent(key, other) is False
+        assert store.get(key) == first.to_dict()
+
+    def test_stored_record_reads_back_exactly(self) -> None:
+        store = self._store()
+        binding = self._binding()
+        key = checkpoint_key(binding)
+        store.create_if_absent(key, create_checkpoint(binding, created_at=NOW))
+        stored = store.get(key)
+        assert stored is not None
+        claim = claim_execution(stored, attempt_id="attempt-é-✓", at=NOW)
+        assert store.compare_and_swap(key, claim.expected_revision, claim.next) is True
+        assert store.get(key) == claim.next.to_dict()
+        assert decide_checkpoint(store.get(key) or {}, binding).status is Status.EXECUTING
+
+    def test_compare_and_swap_with_a_stale_revision_fails_and_changes_nothing(self) -> None:
+        store = self._store()
+        binding = self._binding()
+        key = checkpoint_key(binding)
+        created = create_checkpoint(binding, created_at=NOW)
+        store.create_if_absent(key, created)
+        first = claim_execution(created, attempt_id="attempt-1", at=NOW)
+        second = claim_execution(created, attempt_id="attempt-2", at=NOW)
+        assert store.compare_and_swap(key, first.expected_revision, first.next) is True
+        assert store.compare_and_swap(key, second.expected_revision, second.next) is False
+        assert store.get(key) == first.next.to_dict()
+
+    def test_compare_and_swap_on_a_missing_key_fails(self) -> None:
+        store = self._store()
+        binding = self._binding()
+        claim = claim_execution(create_checkpoint(binding, created_at=NOW), attempt_id="a", at=NOW)
+        key = checkpoint_key(binding)
+        assert store.compare_and_swap(key, claim.expected_revision, claim.next) is False
+        assert store.get(key) is None
+
+    def test_a_lost_then_retried_ambiguous_write_is_detected_by_reading_back(self) -> None:
+        store = FaultyStore(self._store())
+        binding = self._binding()
+        key = checkpoint_key(binding)
+        created = create_checkpoint(binding, created_at=NOW)
+        store.create_if_absent(key, created)
+        claim = claim_execution(created, attempt_id="attempt-1", at=NOW)
+        store.arm(Fault.WRITE_AMBIGUOUS)
+        try:
+            store.compare_and_swap(key, claim.expected_revision, claim.next)
+        except Exception:  # any error leaves the outcome unknown
+            pass
+        else:
+            raise AssertionError("the armed fault did not fire")
+        # A blind retry cannot tell: the write landed, so the retry loses.
+        assert store.compare_and_swap(key, claim.expected_revision, claim.next) is False
+        assert read_back_landed(store, key, claim.next) is True
+        rival = claim_execution(created, attempt_id="attempt-2", at=NOW)
+        assert read_back_landed(store, key, rival.next) is False
+
+    def test_writes_refuse_records_that_did_not_come_out_of_a_transition(self) -> None:
+        store = self._store()
+        binding = self._binding()
+        key = checkpoint_key(binding)
+        created = create_checkpoint(binding, created_at=NOW)
+        claim = claim_execution(created, attempt_id="attempt-1", at=NOW)
+        writes: list[Callable[[], bool]] = [
+            lambda: store.create_if_absent(key, claim.next),
+            lambda: store.compare_and_swap(key, claim.expected_revision + 1, claim.next),
+            lambda: store.create_if_absent(key, created.to_dict()),  # type: ignore[arg-type]
+            lambda: store.create_if_absent("", created),
+        ]
+        for write in writes:
+            try:
+                write()
+            except CheckpointError as error:
+                assert error.code is ErrorCode.INVALID_ARGUMENT
+            else:
+                raise AssertionError("the store accepted a record it must refuse")
+        assert store.get(key) is None
+
+    # --- the model-based harness and real threads ------------------------------------------
+
+    def test_protocol_harness(self) -> None:
+        profile = active_profile()
+        machine = protocol_machine(
+            self._store,
+            workers=self.harness_workers,
+            keys=self.harness_keys,
+            faults=self.harness_faults,
+            base=self.harness_base,
+        )
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=self.harness_examples or profile.max_examples,
+                stateful_step_count=self.harness_steps or profile.stateful_step_count,
+                deadline=None,
+                report_multiple_bugs=False,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
+
+    def test_threaded_stress_runs_each_tool_at_most_once(self) -> None:
+        report = threaded_stress(self._store(), threads=self.stress_threads, keys=self.stress_keys)
+        assert max(report.executions.values()) == 1, "a tool ran more than once"
+        assert len(report.executions) == self.stress_keys
+        assert max(report.deliveries.values()) == 1

@@ -1,0 +1,77 @@
+"""Deliberately broken stores and hosts: each breaks one rule of the storage contract or
+the host protocol, and the harness must catch each within its default budget."""
+
+from __future__ import annotations
+
+import time
+
+from tool_execution_checkpoint import Checkpoint, Status
+from tool_execution_checkpoint.memory import MemoryStore
+from tool_execution_checkpoint.testing import Outcome, ProtocolMachine, Step, Worker
+
+
+class RacyStore(MemoryStore):
+    """Compare-and-swap as a read followed by a separate write: not atomic."""
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        stored = self.get(key)
+        if stored is None or stored["revision"] != expected_revision:
+            return False
+        time.sleep(0.001)  # a network round trip between the read and the write
+        with self._lock:
+            self._texts[key] = record.to_json()
+            self._revisions[key] = record.revision
+        return True
+
+
+class RevisionBlindStore(MemoryStore):
+    """Compare-and-swap that ignores the expected revision."""
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        del expected_revision  # the bug
+        with self._lock:
+            if key not in self._texts:
+                return False
+            self._texts[key] = record.to_json()
+            self._revisions[key] = record.revision
+            return True
+
+
+class OverwritingStore(MemoryStore):
+    """Create-if-absent that overwrites an existing record."""
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        with self._lock:
+            self._texts[key] = record.to_json()
+            self._revisions[key] = record.revision
+            return True
+
+
+class ForgetfulStore(MemoryStore):
+    """Acknowledges the compare-and-swap that completes an execution, then loses it (a
+    write-back cache that dies before it flushes)."""
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        if record.status is Status.COMPLETED:
+            with self._lock:
+                return self._revisions.get(key) == expected_revision
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+class ActsOnLostClaims(ProtocolMachine):
+    """A host that runs the tool (or sends) whatever its claim's CAS answered."""
+
+    def may_act(self, outcome: Outcome) -> bool:
+        del outcome  # the bug: it does not matter whether the claim won
+        return True
+
+
+class RerunsOnReconcile(ProtocolMachine):
+    """A naive host that sees an executing record as unanswered and runs the tool again,
+    completing under the stored attempt id."""
+
+    def on_reconcile_execution(self, worker: Worker) -> None:
+        assert worker.record is not None
+        assert worker.record.execution is not None
+        worker.attempt_id = worker.record.execution.attempt_id
+        worker.step = Step.RUN
