@@ -220,6 +220,10 @@ class Result:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Result is immutable; cannot set {name}")
 
+    def __reduce__(self) -> tuple[Any, tuple[str, int, str]]:
+        """Copy and pickle through the trusted constructor: the state was checked once."""
+        return (_stored_result, (self.payload_json, self.payload_bytes, self.completed_at))
+
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"Result is immutable; cannot delete {name}")
 
@@ -247,12 +251,16 @@ class Result:
         _check_keys(raw, _RESULT_KEYS, path)
         text, size = encode_payload(raw["payload"], max_payload_bytes, f"{path}.payload")
         completed_at = check_timestamp(raw["completedAt"], f"{path}.completedAt", _INVALID)
-        result = object.__new__(cls)
-        result._set(text, size, completed_at)
-        return result
+        return _stored_result(text, size, completed_at)
 
     def _to_json(self) -> dict[str, Any]:
         return {"payload": self.payload, "completedAt": self.completed_at}
+
+
+def _stored_result(payload_json: str, payload_bytes: int, completed_at: str) -> Result:
+    result = object.__new__(Result)
+    result._set(payload_json, payload_bytes, completed_at)
+    return result
 
 
 _RESULT_KEYS = frozenset({"payload", "completedAt"})

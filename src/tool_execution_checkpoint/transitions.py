@@ -146,49 +146,97 @@ def _payload_kept(before: Checkpoint | None, after: Checkpoint) -> bool:
 _F = TypeVar("_F", bound=Callable[..., Transition])
 
 
-def _transition_contracts(function: _F) -> _F:
-    """Put the postconditions every transition promises on ``function``."""
+# The conditions are named functions, not lambdas: icontract then names the broken
+# promise in its ViolationError without re-reading the decorator's source.
+
+
+def _input_unchanged(OLD: Any, record: object) -> bool:
+    return _unchanged(OLD.record, record)
+
+
+def _next_validates(result: Transition) -> bool:
+    return _conforms(result.next)
+
+
+def _revision_moves_by_one(OLD: Any, result: Transition) -> bool:
+    before: Checkpoint | None = OLD.record
+    return (
+        before is not None
+        and result.expected_revision == before.revision
+        and result.next.revision == result.expected_revision + 1
+    )
+
+
+def _never_back_to_ready(OLD: Any, result: Transition) -> bool:
+    return not _leaves_claim_for_ready(OLD.record, result.next)
+
+
+def _binding_and_creation_kept(OLD: Any, result: Transition) -> bool:
+    before: Checkpoint | None = OLD.record
+    return (
+        before is not None
+        and result.next.binding == before.binding
+        and result.next.created_at == before.created_at
+    )
+
+
+def _payload_never_changes(OLD: Any, result: Transition) -> bool:
+    return _payload_kept(OLD.record, result.next)
+
+
+def _follows_the_table(name: str) -> Callable[[Any, Transition], bool]:
+    rule = TABLE.transitions[name]
+
+    def follows_the_table(OLD: Any, result: Transition) -> bool:
+        before: Checkpoint | None = OLD.record
+        return (
+            before is not None
+            and before.status in rule.sources
+            and result.next.status is rule.target
+            and result.action is rule.grants
+        )
+
+    return follows_the_table
+
+
+def _transition_contracts(name: str) -> Callable[[_F], _F]:
+    """The postconditions every transition promises, for the table's transition ``name``."""
     enabled = CONTRACTS_ENABLED
     decorators: list[Callable[[_F], _F]] = [
         icontract.snapshot(_as_checkpoint, name="record", enabled=enabled),
+        icontract.ensure(_input_unchanged, "the input record is unchanged", enabled=enabled),
+        icontract.ensure(_next_validates, "next validates", enabled=enabled),
         icontract.ensure(
-            lambda OLD, record: _unchanged(OLD.record, record),
-            "the input record is unchanged",
-            enabled=enabled,
-        ),
-        icontract.ensure(lambda result: _conforms(result.next), "next validates", enabled=enabled),
-        icontract.ensure(
-            lambda OLD, result: (
-                OLD.record is not None
-                and result.expected_revision == OLD.record.revision
-                and result.next.revision == result.expected_revision + 1
-            ),
+            _revision_moves_by_one,
             "expected_revision is the input's revision and next is one past it",
             enabled=enabled,
         ),
         icontract.ensure(
-            lambda OLD, result: not _leaves_claim_for_ready(OLD.record, result.next),
+            _never_back_to_ready,
             "no transition leaves executing or uncertain for ready",
             enabled=enabled,
         ),
         icontract.ensure(
-            lambda OLD, result: (
-                OLD.record is not None
-                and result.next.binding == OLD.record.binding
-                and result.next.created_at == OLD.record.created_at
-            ),
+            _binding_and_creation_kept,
             "the binding and creation time never change",
             enabled=enabled,
         ),
         icontract.ensure(
-            lambda OLD, result: _payload_kept(OLD.record, result.next),
-            "a completed payload never changes",
+            _payload_never_changes, "a completed payload never changes", enabled=enabled
+        ),
+        icontract.ensure(
+            _follows_the_table(name),
+            f"{name} leaves from, lands in and grants what the table says",
             enabled=enabled,
         ),
     ]
-    for decorator in reversed(decorators):
-        function = decorator(function)
-    return function
+
+    def decorate(function: _F) -> _F:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return decorate
 
 
 # --- the engine -------------------------------------------------------------------------
@@ -243,6 +291,13 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
 def _advance(rule: TransitionRule, record: Checkpoint, at: str, **parts: Any) -> Transition:
     """Build the next record: the rule's target status, revision + 1, ``at`` as updatedAt,
     and the parts the transition sets or clears."""
+    if record.revision >= TABLE.limits.max_revision:
+        raise CheckpointError(
+            ErrorCode.INVALID_TRANSITION,
+            "the record has reached the largest revision",
+            field="revision",
+            limit=TABLE.limits.max_revision,
+        )
     following = record._evolve(
         revision=record.revision + 1, status=rule.target, updated_at=at, **parts
     )
@@ -316,7 +371,7 @@ def decide_checkpoint(
     )
 
 
-@_transition_contracts
+@_transition_contracts("claim_execution")
 def claim_execution(
     record: RecordLike,
     *,
@@ -363,7 +418,7 @@ def complete_execution(
     )
 
 
-@_transition_contracts
+@_transition_contracts("complete_execution")
 def _complete_execution(
     record: RecordLike,
     *,
@@ -380,7 +435,7 @@ def _complete_execution(
     return _advance(rule, checkpoint, when, result=stored)
 
 
-@_transition_contracts
+@_transition_contracts("mark_execution_uncertain")
 def mark_execution_uncertain(
     record: RecordLike,
     *,
@@ -408,7 +463,7 @@ def mark_execution_uncertain(
     return _advance(rule, checkpoint, when, execution=execution)
 
 
-@_transition_contracts
+@_transition_contracts("claim_delivery")
 def claim_delivery(
     record: RecordLike,
     *,
@@ -431,7 +486,7 @@ def claim_delivery(
     return _advance(rule, checkpoint, when, delivery=Delivery(delivery, when))
 
 
-@_transition_contracts
+@_transition_contracts("release_delivery")
 def release_delivery(
     record: RecordLike,
     *,
@@ -454,7 +509,7 @@ def release_delivery(
     return _advance(rule, checkpoint, when, delivery=None)
 
 
-@_transition_contracts
+@_transition_contracts("complete_delivery")
 def complete_delivery(
     record: RecordLike,
     *,
