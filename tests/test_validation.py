@@ -170,7 +170,7 @@ def delivering() -> Checkpoint:
 
 
 def via_result(payload: object, limit: int = DEFAULT) -> Result:
-    return Result(payload, completed_at=T0, max_payload_bytes=limit)  # type: ignore[arg-type]
+    return Result(payload, completed_at=T0, max_payload_bytes=limit)
 
 
 def via_complete(payload: object, limit: int = DEFAULT) -> Result:
@@ -179,7 +179,7 @@ def via_complete(payload: object, limit: int = DEFAULT) -> Result:
         record,
         attempt_id=ATTEMPT,
         at=T0,
-        result=payload,  # type: ignore[arg-type]
+        result=payload,
         max_payload_bytes=limit,
     )
     assert transition.next.result is not None

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from .records import Checkpoint
-from .store import check_create, check_key, check_swap
+from .store import RecordSummary, check_create, check_key, check_swap
+from .table import TABLE, Status
+
+_CEILING = TABLE.limits.ceiling_max_payload_bytes
 
 __all__ = ["MemoryStore"]
 
@@ -55,6 +58,31 @@ class MemoryStore:
             self._texts[key] = text
             self._revisions[key] = record.revision
             return True
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """See :meth:`OperableCheckpointStore.list_records`."""
+        wanted = frozenset(statuses)
+        with self._lock:
+            texts = sorted(self._texts.items())
+        found = []
+        for key, text in texts:
+            if after_key is not None and key <= after_key:
+                continue
+            summary = RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=_CEILING))
+            if summary.status in wanted and (
+                updated_before_us is None or summary.updated_us < updated_before_us
+            ):
+                found.append(summary)
+                if len(found) == limit:
+                    break
+        return found
 
     def keys(self) -> Iterator[str]:
         """The keys stored now, in insertion order (a snapshot)."""

@@ -197,7 +197,7 @@ class Result:
 
     def __init__(
         self,
-        payload: JSONValue,
+        payload: object,
         *,
         completed_at: str,
         max_payload_bytes: int = _DEFAULT_MAX_PAYLOAD_BYTES,

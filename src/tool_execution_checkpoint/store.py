@@ -19,18 +19,21 @@ Stores say so explicitly by raising :class:`OutcomeUnknownError`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint
-from .table import TABLE
-from .validation import check_identifier
+from .table import TABLE, Status
+from .validation import check_identifier, timestamp_microseconds
 
 __all__ = [
     "AsyncCheckpointStore",
     "CheckpointStore",
+    "OperableCheckpointStore",
     "OutcomeUnknownError",
+    "RecordSummary",
     "StoreError",
     "check_create",
     "check_key",
@@ -68,6 +71,54 @@ class CheckpointStore(Protocol):
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Atomically replace the record under ``key`` with ``record`` if its stored
         revision equals ``expected_revision``; return whether it did."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """One line of an operator's listing: where a record is and how long it has waited.
+
+    ``updated_us`` is ``updated_at`` as microseconds since the Unix epoch (see
+    :func:`~tool_execution_checkpoint.validation.timestamp_microseconds`)."""
+
+    key: str
+    namespace: str
+    call_id: str
+    status: Status
+    revision: int
+    updated_at: str
+    updated_us: int
+
+    @classmethod
+    def of(cls, key: str, record: Checkpoint) -> RecordSummary:
+        """The summary of ``record`` stored under ``key``."""
+        return cls(
+            key=key,
+            namespace=record.binding.namespace,
+            call_id=record.binding.call_id,
+            status=record.status,
+            revision=record.revision,
+            updated_at=record.updated_at,
+            updated_us=timestamp_microseconds(record.updated_at),
+        )
+
+
+@runtime_checkable
+class OperableCheckpointStore(CheckpointStore, Protocol):
+    """A store that can also list records for operators. Every store of this package is
+    one."""
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """Records in any of ``statuses`` last updated before ``updated_before_us``
+        (microseconds since the epoch; None for any time), in key order, starting after
+        ``after_key``, at most ``limit`` of them. Page by passing the last key back."""
         ...
 
 

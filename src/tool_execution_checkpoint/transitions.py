@@ -30,7 +30,6 @@ from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .table import TABLE, Action, Fence, Status, TransitionRule
 from .validation import (
-    JSONValue,
     check_identifier,
     check_max_payload_bytes,
     check_reason,
@@ -398,11 +397,13 @@ def complete_execution(
     *,
     attempt_id: str,
     at: Timestamp,
-    result: JSONValue,
+    result: object,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> Transition:
     """executing or uncertain -> completed, storing ``result``: the exact JSON payload to
-    deliver, whether the tool succeeded or its handler failed. Only the owning attempt
+    deliver, whether the tool succeeded or its handler failed. ``result`` is typed
+    ``object`` because it is checked at run time: anything but plain JSON
+    (:data:`JSONValue`) within the limits is refused. Only the owning attempt
     may complete, also after reconciling an uncertain execution.
 
     Raises:
@@ -424,7 +425,7 @@ def _complete_execution(
     *,
     attempt_id: str,
     at: Timestamp,
-    payload: JSONValue,
+    payload: object,
     max_payload_bytes: int,
 ) -> Transition:
     checkpoint = _load(record, max_payload_bytes)

@@ -26,10 +26,12 @@ __all__ = [
     "check_timestamp",
     "encode_payload",
     "timestamp_argument",
+    "timestamp_microseconds",
 ]
 
 JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
-"""A plain JSON value: what a result payload may be."""
+"""A plain JSON value: what a result payload is. Functions that take a payload accept
+``object`` and check it at run time, so that a ``dict[str, str]`` needs no cast."""
 
 _LIMITS = TABLE.limits
 _FORBIDDEN_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -80,6 +82,24 @@ def check_timestamp(value: object, field: str, code: ErrorCode) -> str:
     if day > 28 and day > calendar.monthrange(int(match.group(1)), int(match.group(2)))[1]:
         raise CheckpointError(code, "a timestamp names a day its month lacks", field=field)
     return value
+
+
+def timestamp_microseconds(value: str) -> int:
+    """Microseconds since the Unix epoch of a timestamp that :func:`check_timestamp`
+    accepted (fraction digits past the sixth are dropped). Stores index this number, since
+    RFC 3339 text with different offsets does not sort by instant."""
+    match = _TIMESTAMP.fullmatch(value)
+    if match is None:
+        raise ValueError("not a checked timestamp")
+    year, month, day = (int(part) for part in match.group(1, 2, 3))
+    hour, minute, second = (int(part) for part in (value[11:13], value[14:16], value[17:19]))
+    seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    offset = match.group(6)
+    if offset != "Z":
+        sign = 1 if offset[0] == "+" else -1
+        seconds -= sign * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60)
+    fraction = (match.group(5) or ".")[1:7].ljust(6, "0")
+    return seconds * 1_000_000 + int(fraction)
 
 
 def timestamp_argument(value: object, field: str) -> str:

@@ -1,0 +1,59 @@
+"""Shared stores for the kill-storm tests: worker processes import them by name."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tool_execution_checkpoint import Checkpoint
+from tool_execution_checkpoint.store import check_create, check_swap
+
+
+class PlainSQLiteStore:
+    """A minimal honest store on one SQLite file: one statement per operation."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS c (key TEXT PRIMARY KEY, revision INTEGER, record TEXT)"
+        )
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        check_create(key, record)
+        row = (key, record.revision, record.to_json())
+        sql = "INSERT INTO c VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+        return self.db.execute(sql, row).rowcount == 1
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        row = self.db.execute("SELECT record FROM c WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        check_swap(key, expected_revision, record)
+        row = (record.revision, record.to_json(), key, expected_revision)
+        sql = "UPDATE c SET revision = ?, record = ? WHERE key = ? AND revision = ?"
+        return self.db.execute(sql, row).rowcount == 1
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class TornWriteStore(PlainSQLiteStore):
+    """Broken: a CAS in two commits (first the revision, then the record), so a process
+    killed between them leaves a record that never was written whole."""
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        check_swap(key, expected_revision, record)
+        moved = self.db.execute(
+            "UPDATE c SET revision = ? WHERE key = ? AND revision = ?",
+            (record.revision, key, expected_revision),
+        ).rowcount
+        if moved != 1:
+            return False
+        time.sleep(0.005)  # the window a crash falls into
+        self.db.execute("UPDATE c SET record = ? WHERE key = ?", (record.to_json(), key))
+        return True
