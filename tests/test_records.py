@@ -453,6 +453,7 @@ def _donor_parts() -> dict[str, Any]:
         "execution": {**delivered["execution"], "uncertain": None},
         "execution.uncertain": uncertain["execution"]["uncertain"],
         "result": delivered["result"],
+        "result.prunedAt": T0,
         "delivery": {**delivered["delivery"], "deliveredAt": None},
         "delivery.deliveredAt": delivered["delivery"]["deliveredAt"],
     }

@@ -29,6 +29,7 @@ from .transitions import (
     create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
+    prune_result,
     release_delivery,
     validate_checkpoint,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "create_checkpoint",
     "decide_checkpoint",
     "mark_execution_uncertain",
+    "prune_result",
     "release_delivery",
     "validate_checkpoint",
 ]

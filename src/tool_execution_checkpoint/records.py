@@ -181,19 +181,22 @@ class Delivery(_Part):
 
 
 class Result:
-    """The exact JSON payload to deliver, and when it was completed.
+    """The exact JSON payload to deliver, when it was completed, and, for a delivered
+    record whose payload was pruned after its retention window, when it was pruned.
 
     The payload is checked once, when the Result is built, and kept as its compact JSON
     text (:attr:`payload_json`, :attr:`payload_bytes` bytes of UTF-8). :attr:`payload`
-    decodes a fresh copy, so no caller can change a stored payload. The repr shows the
-    size, never the content.
+    decodes a fresh copy, so no caller can change a stored payload. A pruned result holds
+    the payload ``null`` and a ``pruned_at`` timestamp. The repr shows the size, never the
+    content.
     """
 
-    __slots__ = ("completed_at", "payload_bytes", "payload_json")
+    __slots__ = ("completed_at", "payload_bytes", "payload_json", "pruned_at")
 
     payload_json: str
     payload_bytes: int
     completed_at: str
+    pruned_at: str | None
 
     def __init__(
         self,
@@ -210,39 +213,54 @@ class Result:
         limit = check_max_payload_bytes(max_payload_bytes)
         text, size = encode_payload(payload, limit, "payload")
         check_timestamp(completed_at, "completed_at", _ARGUMENT)
-        self._set(text, size, completed_at)
+        self._set(text, size, completed_at, None)
 
-    def _set(self, payload_json: str, payload_bytes: int, completed_at: str) -> None:
+    def _set(
+        self, payload_json: str, payload_bytes: int, completed_at: str, pruned_at: str | None
+    ) -> None:
         object.__setattr__(self, "payload_json", payload_json)
         object.__setattr__(self, "payload_bytes", payload_bytes)
         object.__setattr__(self, "completed_at", completed_at)
+        object.__setattr__(self, "pruned_at", pruned_at)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Result is immutable; cannot set {name}")
 
-    def __reduce__(self) -> tuple[Any, tuple[str, int, str]]:
-        """Copy and pickle through the trusted constructor: the state was checked once."""
-        return (_stored_result, (self.payload_json, self.payload_bytes, self.completed_at))
-
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"Result is immutable; cannot delete {name}")
 
+    def __reduce__(self) -> tuple[Any, tuple[str, int, str, str | None]]:
+        """Copy and pickle through the trusted constructor: the state was checked once."""
+        state = (self.payload_json, self.payload_bytes, self.completed_at, self.pruned_at)
+        return (_stored_result, state)
+
+    def pruned(self, at: str) -> Result:
+        """This result with its payload dropped at ``at`` (already checked)."""
+        return _stored_result("null", 4, self.completed_at, at)
+
     @property
     def payload(self) -> JSONValue:
-        """A fresh copy of the stored payload."""
+        """A fresh copy of the stored payload (``None`` once pruned)."""
         value: JSONValue = json.loads(self.payload_json)
         return value
+
+    def _key(self) -> tuple[str, str, str | None]:
+        return (self.payload_json, self.completed_at, self.pruned_at)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Result):
             return NotImplemented
-        return (self.payload_json, self.completed_at) == (other.payload_json, other.completed_at)
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.payload_json, self.completed_at))
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"Result(<{self.payload_bytes} bytes of JSON>, completed_at={self.completed_at!r})"
+        pruned = f", pruned_at={self.pruned_at!r}" if self.pruned_at is not None else ""
+        return (
+            f"Result(<{self.payload_bytes} bytes of JSON>,"
+            f" completed_at={self.completed_at!r}{pruned})"
+        )
 
     @classmethod
     def _from_json(cls, raw: object, path: str, max_payload_bytes: int) -> Result:
@@ -251,19 +269,32 @@ class Result:
         _check_keys(raw, _RESULT_KEYS, path)
         text, size = encode_payload(raw["payload"], max_payload_bytes, f"{path}.payload")
         completed_at = check_timestamp(raw["completedAt"], f"{path}.completedAt", _INVALID)
-        return _stored_result(text, size, completed_at)
+        pruned_at = raw["prunedAt"]
+        if pruned_at is not None:
+            check_timestamp(pruned_at, f"{path}.prunedAt", _INVALID)
+            if text != "null":
+                raise CheckpointError(
+                    _INVALID, "is set, but the payload is not null", field=f"{path}.prunedAt"
+                )
+        return _stored_result(text, size, completed_at, pruned_at)
 
     def _to_json(self) -> dict[str, Any]:
-        return {"payload": self.payload, "completedAt": self.completed_at}
+        return {
+            "payload": self.payload,
+            "completedAt": self.completed_at,
+            "prunedAt": self.pruned_at,
+        }
 
 
-def _stored_result(payload_json: str, payload_bytes: int, completed_at: str) -> Result:
+def _stored_result(
+    payload_json: str, payload_bytes: int, completed_at: str, pruned_at: str | None = None
+) -> Result:
     result = object.__new__(Result)
-    result._set(payload_json, payload_bytes, completed_at)
+    result._set(payload_json, payload_bytes, completed_at, pruned_at)
     return result
 
 
-_RESULT_KEYS = frozenset({"payload", "completedAt"})
+_RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
 _TOP_KEYS = frozenset(
     {
         "schemaVersion",
@@ -335,6 +366,8 @@ class Checkpoint:
                 parts.add("execution.uncertain")
         if self.result is not None:
             parts.add("result")
+            if self.result.pruned_at is not None:
+                parts.add("result.prunedAt")
         if self.delivery is not None:
             parts.add("delivery")
             if self.delivery.delivered_at is not None:

@@ -100,16 +100,18 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "## Transitions\n",
         "Each transition is a pure function returning `(action, expected_revision, next)`"
         " with `next.revision == expected_revision + 1`. It refuses a record whose status is"
-        " not in *from* (`INVALID_TRANSITION`), then a caller whose id does not match the"
+        " not in *from*, or that holds a part listed under *requires null*"
+        " (`INVALID_TRANSITION`), then a caller whose id does not match the"
         " *fence* (`FENCE_CONFLICT`). Besides `revision`, `status` and `updatedAt`, it writes"
         " the fields in *sets* and nulls those in *clears*. The host may do what it *grants*"
         " only after its store's CAS from `expected_revision` to `next` succeeded.\n",
-        "| transition | from | to | fence | sets | clears | grants | meaning |",
-        "|---|---|---|---|---|---|---|---|",
+        "| transition | from | requires null | to | fence | sets | clears | grants | meaning |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for t in table.transitions.values():
         out.append(
-            f"| `{t.name}` | {_code(t.sources)} | `{t.target}` | `{t.fence}` |"
+            f"| `{t.name}` | {_code(t.sources)} | {_code(sorted(t.requires_null))} |"
+            f" `{t.target}` | `{t.fence}` |"
             f" {_code(t.sets)} | {_code(t.clears)} | `{t.grants}` | {t.meaning} |"
         )
     out += [
@@ -267,6 +269,7 @@ def render_schema(table: TransitionTable = TABLE) -> dict[str, Any]:
                                 f" {limits.max_depth} and {limits.max_values} values."
                             },
                             "completedAt": timestamp,
+                            "prunedAt": _nullable(timestamp),
                         }
                     )
                 ),

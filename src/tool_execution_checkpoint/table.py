@@ -77,7 +77,14 @@ class Fence(enum.StrEnum):
 
 
 NULLABLE_PARTS: frozenset[str] = frozenset(
-    {"execution", "execution.uncertain", "result", "delivery", "delivery.deliveredAt"}
+    {
+        "execution",
+        "execution.uncertain",
+        "result",
+        "result.prunedAt",
+        "delivery",
+        "delivery.deliveredAt",
+    }
 )
 """The parts of a record that may be null, in the persisted (camelCase) naming."""
 
@@ -89,6 +96,7 @@ RECORD_FIELDS: frozenset[str] = frozenset(
         "execution.uncertain.at",
         "result.payload",
         "result.completedAt",
+        "result.prunedAt",
         "delivery.deliveryId",
         "delivery.claimedAt",
         "delivery.deliveredAt",
@@ -135,6 +143,7 @@ class TransitionRule:
     sources: tuple[Status, ...]
     target: Status
     fence: Fence
+    requires_null: frozenset[str]
     sets: tuple[str, ...]
     clears: tuple[str, ...]
     grants: Action
@@ -259,17 +268,27 @@ def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
         where = f"transitions.{name}"
         if not isinstance(row, dict):
             raise SpecError(f"[{where}] must be a table")
-        _keys(row, where, {"from", "to", "fence", "sets", "clears", "grants", "meaning"})
+        _keys(
+            row,
+            where,
+            {"from", "to", "fence", "requires_null", "sets", "clears", "grants", "meaning"},
+        )
         sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
         sets = _strs(row, "sets", where)
         clears = _strs(row, "clears", where)
-        if not set(sets) <= RECORD_FIELDS or not set(clears) <= NULLABLE_PARTS or not sources:
-            raise SpecError(f"{where}: unknown field in sets or clears, or no from-status")
+        requires_null = frozenset(_strs(row, "requires_null", where))
+        if (
+            not set(sets) <= RECORD_FIELDS
+            or not set(clears) | requires_null <= NULLABLE_PARTS
+            or not sources
+        ):
+            raise SpecError(f"{where}: unknown field or part, or no from-status")
         transitions[name] = TransitionRule(
             name=name,
             sources=sources,
             target=_enum(Status, _str(row, "to", where), where),
             fence=_enum(Fence, _str(row, "fence", where), where),
+            requires_null=requires_null,
             sets=sets,
             clears=clears,
             grants=_enum(Action, _str(row, "grants", where), where),
@@ -307,8 +326,12 @@ def _check_safety(table: TransitionTable) -> None:
         if rule.target is Status.READY:
             raise SpecError(f"{rule.name}: no transition may land in ready")
         for source in rule.sources:
-            if table.statuses[source].terminal:
-                raise SpecError(f"{rule.name}: no transition may leave terminal {source}")
+            if table.statuses[source].terminal and (
+                rule.target is not source or rule.grants is not Action.NONE
+            ):
+                raise SpecError(
+                    f"{rule.name}: a terminal status may only step to itself, granting none"
+                )
             if source in claimed and rule.fence is not claimed[source]:
                 raise SpecError(
                     f"{rule.name}: leaving {source} must be fenced by {claimed[source]}"

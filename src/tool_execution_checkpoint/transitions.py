@@ -48,6 +48,7 @@ __all__ = [
     "create_checkpoint",
     "decide_checkpoint",
     "mark_execution_uncertain",
+    "prune_result",
     "release_delivery",
     "validate_checkpoint",
 ]
@@ -138,8 +139,19 @@ def _leaves_claim_for_ready(before: Checkpoint | None, after: Checkpoint) -> boo
 
 
 def _payload_kept(before: Checkpoint | None, after: Checkpoint) -> bool:
+    """A stored result stays as it is, except that a delivered one may be pruned: its
+    payload dropped, its completion time kept."""
     old = before.result if before is not None else None
-    return old is None or after.result == old
+    if old is None or after.result == old:
+        return True
+    return (
+        before is not None
+        and before.status is Status.DELIVERED
+        and old.pruned_at is None
+        and after.result is not None
+        and after.result.pruned_at is not None
+        and after.result.completed_at == old.completed_at
+    )
 
 
 _F = TypeVar("_F", bound=Callable[..., Transition])
@@ -262,7 +274,8 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
 
     Raises:
         CheckpointError: INVALID_TRANSITION when the record's status is not one the rule
-            leaves from; FENCE_CONFLICT when the rule is fenced and ``claim_id`` is not the
+            leaves from or the record holds a part the rule requires null; FENCE_CONFLICT
+            when the rule is fenced and ``claim_id`` is not the
             stored attempt id or delivery id.
     """
     rule = TABLE.transitions[name]
@@ -272,6 +285,8 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
             f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
             field="status",
         )
+    for part in sorted(rule.requires_null & record.present_parts()):
+        raise CheckpointError(ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=part)
     if rule.fence is Fence.ATTEMPT_ID:
         owner = record.execution.attempt_id if record.execution is not None else None
         argument = "attempt_id"
@@ -532,6 +547,30 @@ def complete_delivery(
     assert checkpoint.delivery is not None  # the table's shape for delivering requires it
     delivery = dataclasses.replace(checkpoint.delivery, delivered_at=when)
     return _advance(rule, checkpoint, when, delivery=delivery)
+
+
+@_transition_contracts("prune_result")
+def prune_result(
+    record: RecordLike,
+    *,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """delivered -> delivered with the payload dropped: ``result.payload`` becomes null
+    and ``result.prunedAt`` is ``at``. Use it after a retention window to reclaim space;
+    the record stays as a tombstone, so a replayed call finds delivered, never ready.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from any status but delivered, or when the
+            payload is already pruned (the table requires result.prunedAt null);
+            INVALID_ARGUMENT for a bad ``at``; every error of
+            :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    when = timestamp_argument(at, "at")
+    rule = _guard("prune_result", checkpoint)
+    assert checkpoint.result is not None  # the table's shape for delivered requires it
+    return _advance(rule, checkpoint, when, result=checkpoint.result.pruned(when))
 
 
 def validate_checkpoint(

@@ -45,6 +45,7 @@ from ..transitions import (
     create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
+    prune_result,
     release_delivery,
 )
 from ..validation import JSONValue
@@ -417,6 +418,14 @@ class ProtocolMachine(RuleBasedStateMachine):
             transition = complete_execution(record, attempt_id=owner, at=NOW, result=payload)
         self._write(key_index, transition, Fault.NONE)
 
+    def prune(self, key_index: int) -> None:
+        """An operator prunes the payload of a delivered record (the table's prune_result)."""
+        record = self._read(key_index, Fault.NONE)
+        if record is None or record.status is not Status.DELIVERED:
+            return
+        if record.result is not None and record.result.pruned_at is None:
+            self._write(key_index, prune_result(record, at=NOW), Fault.NONE)
+
     # --- invariants ---------------------------------------------------------------------
 
     def check_protocol(self) -> None:
@@ -440,13 +449,15 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert not (truth.claimed and decision.action is Action.EXECUTE), (
                 "decide says execute for a record that was claimed"
             )
-            if record.result is not None:
-                produced = truth.executions[0][1] if truth.executions else truth.reconciled_payload
+            produced = truth.executions[0][1] if truth.executions else truth.reconciled_payload
+            if record.result is not None and record.result.pruned_at is None:
                 assert record.result.payload_json == produced, (
                     "the stored payload is not the one the execution produced"
                 )
+            elif record.result is not None:
+                assert record.status is Status.DELIVERED, "a payload was pruned before delivery"
             for _, delivered in truth.deliveries:
-                assert record.result is not None and delivered == record.result.payload_json, (
+                assert delivered == produced, (
                     "a delivery carried another payload than the stored one"
                 )
 
@@ -500,6 +511,10 @@ def protocol_machine(
         @rule(key=key, mark_uncertain_first=st.booleans())
         def operator_reconciles(self, key: int, mark_uncertain_first: bool) -> None:
             self.reconcile(key, mark_uncertain_first)
+
+        @rule(key=key)
+        def operator_prunes(self, key: int) -> None:
+            self.prune(key)
 
         @invariant()
         def protocol_holds(self) -> None:
