@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck pytest spec bench clean
+.PHONY: install demo test lint typecheck pytest spec bench proofs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,8 @@ demo: $(STAMP)
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks proofs
+	$(BIN)/ruff format --check src tests examples benchmarks proofs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
@@ -35,6 +35,15 @@ pytest: $(STAMP)
 ## spec: regenerate spec/README.md, spec/record.schema.json and the README's troubleshooting
 spec: $(STAMP)
 	$(BIN)/python -m tool_execution_checkpoint.rendering --write
+
+## proofs: the explorer and CrossHair at the thorough bounds of proofs/README.md
+## (make test runs them at their fast bounds, in tests/test_proofs.py)
+proofs: $(STAMP)
+	$(BIN)/python proofs/explore.py --workers 2 --depth 16 --json proofs/results-explore-2.json
+	$(BIN)/python proofs/explore.py --workers 3 --depth 12 --json proofs/results-explore-3.json
+	$(BIN)/python proofs/crosshair_check.py --timeout 60 --json proofs/results-crosshair.json
+	$(BIN)/pytest -q -p no:cacheprovider --hypothesis-profile=crosshair \
+		tests/test_validation.py tests/test_records.py
 
 ## bench: measured costs, each as a ratio to a baseline run in the same command
 bench: $(STAMP)

@@ -1,0 +1,195 @@
+"""The protocol's key invariants as functions CrossHair checks symbolically.
+
+Each function takes plain symbolic inputs (which status, which transition, which ids and
+values), runs the real core, and returns True when the invariant holds; its icontract
+postcondition ``result`` is what CrossHair tries to falsify. The properties restate the
+promises of the core's own icontract postconditions, which are switched off while
+CrossHair runs (TOOL_CHECKPOINT_CONTRACTS=0): CrossHair skips a path on which a callee's
+postcondition fails, so with them on it would miss the very bugs they guard against.
+Inputs that the core refuses as bad input (a CheckpointError whose code
+the invariant allows) make the property hold vacuously: they are checked elsewhere.
+
+Records in each status are built once, on first use, by walking the transition table.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import icontract
+
+import tool_execution_checkpoint as tec
+from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
+
+AT = "2026-01-01T00:00:00Z"
+BINDING = tec.Binding("proofs", "call-1", "tool", "1", "sha256:0")
+STATUSES = tuple(TABLE.statuses)
+TRANSITIONS = tuple(TABLE.transitions)
+BINDING_FIELDS = tuple(tec.Binding.JSON_NAMES)
+CLAIMED = (Status.EXECUTING, Status.UNCERTAIN)
+
+
+def _arguments(name: str, claim_id: str, reason: str) -> dict[str, Any]:
+    rule = TABLE.transitions[name]
+    arguments: dict[str, Any] = {"at": AT}
+    if rule.fence is Fence.ATTEMPT_ID or name == "claim_execution":
+        arguments["attempt_id"] = claim_id
+    elif rule.fence is Fence.DELIVERY_ID or name == "claim_delivery":
+        arguments["delivery_id"] = claim_id
+    if name == "complete_execution":
+        arguments["result"] = {"ok": True}
+    if name == "mark_execution_uncertain":
+        arguments["reason"] = reason
+    return arguments
+
+
+def _owner(record: tec.Checkpoint, name: str) -> str:
+    fence = TABLE.transitions[name].fence
+    if fence is Fence.ATTEMPT_ID and record.execution is not None:
+        return record.execution.attempt_id
+    if fence is Fence.DELIVERY_ID and record.delivery is not None:
+        return record.delivery.delivery_id
+    return "fresh-id"
+
+
+@functools.cache
+def records() -> dict[Status, tec.Checkpoint]:
+    """A record in every status, reached breadth-first through the table (built on first
+    use, so that a core broken at this step fails inside the analysis, as a finding)."""
+    found = {TABLE.initial_status: tec.create_checkpoint(BINDING, created_at=AT)}
+    frontier = list(found.values())
+    while frontier:
+        record = frontier.pop(0)
+        for name, rule in TABLE.transitions.items():
+            if record.status in rule.sources and rule.target not in found:
+                function = getattr(tec, name)
+                following = function(record, **_arguments(name, _owner(record, name), "r")).next
+                found[following.status] = following
+                frontier.append(following)
+    return found
+
+
+def _record(status_index: int, use_mapping: bool) -> Any:
+    record = records()[STATUSES[status_index]]
+    return record.to_dict() if use_mapping else record
+
+
+def _transition(name: str, record: Any, claim_id: str, reason: str) -> tec.Transition:
+    function = getattr(tec, name)
+    transition: tec.Transition = function(record, **_arguments(name, claim_id, reason))
+    return transition
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.ensure(lambda result: result)
+def decide_answers_execute_only_for_ready(status_index: int, use_mapping: bool) -> bool:
+    """decide_checkpoint never returns execute for a status other than ready."""
+    decision = tec.decide_checkpoint(_record(status_index, use_mapping), BINDING)
+    return decision.action is not Action.EXECUTE or decision.status is Status.READY
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(CLAIMED))
+@icontract.require(lambda transition_index: 0 <= transition_index < len(TRANSITIONS))
+@icontract.ensure(lambda result: result)
+def no_transition_from_a_claim_lands_in_ready(
+    status_index: int, transition_index: int, claim_id: str, as_owner: bool, reason: str
+) -> bool:
+    """No transition from executing or uncertain lands in ready, whoever calls it."""
+    name = TRANSITIONS[transition_index]
+    record = records()[CLAIMED[status_index]]
+    who = _owner(record, name) if as_owner else claim_id
+    try:
+        following = _transition(name, record, who, reason).next
+    except tec.CheckpointError:
+        return True
+    return following.status is not Status.READY
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.require(lambda transition_index: 0 <= transition_index < len(TRANSITIONS))
+@icontract.ensure(lambda result: result)
+def next_validates_one_revision_on(
+    status_index: int,
+    transition_index: int,
+    *,
+    claim_id: str,
+    as_owner: bool,
+    reason: str,
+    use_mapping: bool,
+) -> bool:
+    """A transition's next record validates, survives its persisted form, lands where the
+    table says, and is exactly one revision past the input."""
+    name = TRANSITIONS[transition_index]
+    checkpoint = records()[STATUSES[status_index]]
+    who = _owner(checkpoint, name) if as_owner else claim_id
+    try:
+        transition = _transition(name, _record(status_index, use_mapping), who, reason)
+    except tec.CheckpointError as error:
+        # A refusal is fine; producing an invalid record from a valid one never is.
+        return error.code is not tec.ErrorCode.INVALID_CHECKPOINT
+    following = transition.next
+    return (
+        tec.validate_checkpoint(following.to_dict())
+        and tec.Checkpoint.from_dict(following.to_dict()) == following
+        and transition.expected_revision == checkpoint.revision
+        and following.revision == checkpoint.revision + 1
+        and following.status is TABLE.transitions[name].target
+    )
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.require(lambda transition_index: 0 <= transition_index < len(TRANSITIONS))
+@icontract.ensure(lambda result: result)
+def foreign_ids_never_finish_a_claim(
+    status_index: int, transition_index: int, intruder: str, reason: str
+) -> bool:
+    """A fenced transition called with any id but the stored one is refused, and with a
+    valid foreign id it is refused as FENCE_CONFLICT (or INVALID_TRANSITION when the
+    status is wrong for it)."""
+    name = TRANSITIONS[transition_index]
+    rule = TABLE.transitions[name]
+    record = records()[STATUSES[status_index]]
+    if rule.fence is Fence.NONE or intruder == _owner(record, name):
+        return True
+    try:
+        _transition(name, record, intruder, reason)
+    except tec.CheckpointError as error:
+        return error.code in (
+            tec.ErrorCode.FENCE_CONFLICT,
+            tec.ErrorCode.INVALID_TRANSITION,
+            tec.ErrorCode.INVALID_ARGUMENT,
+        ) and (
+            error.code is not tec.ErrorCode.INVALID_TRANSITION or record.status not in rule.sources
+        )
+    return False
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.require(lambda field_index: 0 <= field_index < len(BINDING_FIELDS))
+@icontract.ensure(lambda result: result)
+def a_changed_binding_field_conflicts(status_index: int, field_index: int, value: str) -> bool:
+    """A binding that differs from the stored one in any one field is BINDING_CONFLICT."""
+    field = BINDING_FIELDS[field_index]
+    if getattr(BINDING, field) == value:
+        return True
+    fields = {name: getattr(BINDING, name) for name in BINDING_FIELDS}
+    fields[field] = value
+    try:
+        changed = tec.Binding(**fields)
+    except tec.CheckpointError:
+        return True  # not a valid identifier: no binding to compare
+    try:
+        tec.decide_checkpoint(records()[STATUSES[status_index]], changed)
+    except tec.CheckpointError as error:
+        return error.code is tec.ErrorCode.BINDING_CONFLICT
+    return False
+
+
+PROPERTIES = (
+    decide_answers_execute_only_for_ready,
+    no_transition_from_a_claim_lands_in_ready,
+    next_validates_one_revision_on,
+    foreign_ids_never_finish_a_claim,
+    a_changed_binding_field_conflicts,
+)

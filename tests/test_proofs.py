@@ -1,0 +1,159 @@
+"""proofs/: the explorer and CrossHair at their fast bounds, and proof that both bite.
+
+Each invariant is broken on purpose in a mutated copy of the core that the test writes
+to a temporary directory (never committed), and the explorer or CrossHair must find the
+counterexample there. A CrossHair crash must never pass and never count as a finding.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "proofs"))
+
+from crosshair_check import Verdict, check, classify  # noqa: E402
+from explore import explore  # noqa: E402
+
+TRANSITIONS = "transitions.py"
+
+# invariant -> (file, original text, mutated text)
+MUTANTS: dict[str, tuple[str, str, str]] = {
+    "a foreign id finishes a claim": (
+        TRANSITIONS,
+        "    if owner is None or owner != claim_id:",
+        "    if owner is None:",
+    ),
+    "decide says execute for a claimed record": (
+        TRANSITIONS,
+        "        action=TABLE.statuses[checkpoint.status].action,",
+        "        action=Action.EXECUTE if checkpoint.status is Status.EXECUTING"
+        " else TABLE.statuses[checkpoint.status].action,",
+    ),
+    "an uncertain execution goes back to ready": (
+        TRANSITIONS,
+        "    return _advance(rule, checkpoint, when, execution=execution)",
+        "    return _advance(dataclasses.replace(rule, target=Status.READY), checkpoint, when,"
+        " execution=None)",
+    ),
+    "a transition skips a revision": (
+        TRANSITIONS,
+        "        revision=record.revision + 1,",
+        "        revision=record.revision + 2,",
+    ),
+    "a completed record without its result": (
+        TRANSITIONS,
+        "    return _advance(rule, checkpoint, when, result=stored)",
+        "    return _advance(rule, checkpoint, when)",
+    ),
+    "a changed binding is a cache hit": (
+        TRANSITIONS,
+        "    if checkpoint.binding != binding:",
+        "    if checkpoint.binding.call_id != binding.call_id:",
+    ),
+}
+
+EXPLORER_CATCHES = {
+    "a foreign id finishes a claim": "let a foreign id finish the claim",
+    "decide says execute for a claimed record": "decide says execute",
+    "an uncertain execution goes back to ready": "",
+    "a transition skips a revision": "revision by more than one",
+    "a completed record without its result": "INVALID_CHECKPOINT",
+}
+
+CROSSHAIR_CATCHES = {
+    "a foreign id finishes a claim": "properties.foreign_ids_never_finish_a_claim",
+    "decide says execute for a claimed record": "properties.decide_answers_execute_only_for_ready",
+    "an uncertain execution goes back to ready": (
+        "properties.no_transition_from_a_claim_lands_in_ready"
+    ),
+    "a transition skips a revision": "properties.next_validates_one_revision_on",
+    "a completed record without its result": "properties.next_validates_one_revision_on",
+    "a changed binding is a cache hit": "properties.a_changed_binding_field_conflicts",
+}
+
+
+def mutant(tmp_path: Path, invariant: str) -> Path:
+    """A copy of the core (src/ and spec/) with one invariant broken; returns its src/."""
+    shutil.copytree(ROOT / "src", tmp_path / "src")
+    shutil.copytree(ROOT / "spec", tmp_path / "spec")
+    name, original, mutated = MUTANTS[invariant]
+    path = tmp_path / "src" / "tool_execution_checkpoint" / name
+    text = path.read_text(encoding="utf-8")
+    assert text.count(original) == 1, f"the mutation site for {invariant!r} moved"
+    path.write_text(text.replace(original, mutated), encoding="utf-8")
+    return tmp_path / "src"
+
+
+@pytest.mark.parametrize(("workers", "depth", "at_least"), [(2, 12, 20_000), (3, 9, 8_000)])
+def test_the_explorer_finds_nothing_in_the_core_at_its_fast_bound(
+    workers: int, depth: int, at_least: int
+) -> None:
+    report = explore(workers=workers, depth=depth)
+    assert report.violation is None, report.trace
+    assert report.states > at_least
+
+
+@pytest.mark.parametrize("invariant", sorted(EXPLORER_CATCHES))
+def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path) -> None:
+    source = mutant(tmp_path, invariant)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(source),
+        "TOOL_CHECKPOINT_CONTRACTS": "0",  # the explorer must find it on its own
+    }
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "proofs" / "explore.py"), "--workers", "2", "--depth", "12"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+        timeout=600,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "COUNTEREXAMPLE" in run.stdout
+    assert EXPLORER_CATCHES[invariant] in run.stdout
+    assert "  1. w0 creates the record" in run.stdout  # a readable trace of worker steps
+
+
+@pytest.mark.parametrize("invariant", sorted(CROSSHAIR_CATCHES))
+def test_crosshair_catches_a_broken_invariant(invariant: str, tmp_path: Path) -> None:
+    outcome = check(
+        CROSSHAIR_CATCHES[invariant], timeout=60, pythonpath=str(mutant(tmp_path, invariant))
+    )
+    assert outcome.verdict is Verdict.COUNTEREXAMPLE, outcome
+
+
+def test_crosshair_passes_the_core_at_its_fast_bound() -> None:
+    for target in CROSSHAIR_CATCHES.values():
+        outcome = check(target, timeout=5)
+        assert outcome.verdict is Verdict.PASSED, outcome
+        assert outcome.confirmed or outcome.paths > 0
+
+
+def test_a_crosshair_crash_is_neither_a_pass_nor_a_finding(tmp_path: Path) -> None:
+    (tmp_path / "literal_target.py").write_text(
+        "from typing import Literal\n"
+        "import icontract\n\n\n"
+        "@icontract.ensure(lambda result: result)\n"
+        "def f(mode: Literal['a', 'b']) -> bool:\n"
+        "    return True\n",
+        encoding="utf-8",
+    )
+    outcome = check("literal_target.f", timeout=5, pythonpath=str(tmp_path))
+    assert outcome.verdict is Verdict.CRASHED, outcome
+
+
+def test_classify_reads_output_not_the_exit_code() -> None:
+    finding = "/x/properties.py:9: error: false when calling f(1) (which returns False)"
+    assert classify(1, finding, "")[0] is Verdict.COUNTEREXAMPLE
+    assert classify(1, "", "Traceback (most recent call last):\nTypeError: x")[0] is Verdict.CRASHED
+    assert classify(2, "", "")[0] is Verdict.CRASHED
+    assert classify(0, "/x/p.py:3: info: Not confirmed.", "")[0] is Verdict.PASSED
+    assert classify(0, "/x/p.py:3: error: cannot import", "")[0] is Verdict.CRASHED
