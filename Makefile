@@ -53,6 +53,7 @@ CROSSHAIR_BACKEND_TESTS := any_json_value_is_kept_exactly or json_values_under_s
 ## bench: measured costs, each as a ratio to a baseline run in the same command
 bench: $(STAMP)
 	$(BIN)/python benchmarks/harness_speed.py --json benchmarks/results-harness.json
+	$(BIN)/python benchmarks/store_sqlite.py --json benchmarks/results-sqlite.json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

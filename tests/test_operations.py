@@ -119,3 +119,25 @@ def test_prune_refuses_a_negative_retention() -> None:
     with pytest.raises(CheckpointError) as caught:
         prune_delivered(MemoryStore(), retention_us=-1, at=NOW)
     assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"statuses": "ready"}, "statuses"),
+        ({"statuses": ["ready", "paused"]}, "statuses"),
+        ({"statuses": [Status.READY], "limit": 0}, "limit"),
+        ({"statuses": [Status.READY], "limit": -1}, "limit"),
+        ({"statuses": [Status.READY], "limit": True}, "limit"),
+        ({"statuses": [Status.READY], "updated_before_us": 1.5}, "updated_before_us"),
+        ({"statuses": [Status.READY], "after_key": 3}, "after_key"),
+        ({"statuses": [Status.READY], "after_key": "\ud800"}, "after_key"),
+    ],
+)
+def test_list_records_refuses_bad_arguments(arguments: dict[str, object], field: str) -> None:
+    store, _ = _filled()
+    statuses = arguments.pop("statuses")
+    with pytest.raises(CheckpointError) as caught:
+        store.list_records(statuses, **arguments)  # type: ignore[arg-type]
+    assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+    assert caught.value.field == field

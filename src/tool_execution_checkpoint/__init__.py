@@ -10,6 +10,7 @@ package is its pure, I/O-free core.
 from .errors import CheckpointError, ErrorCode
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .store import (
     AsyncCheckpointStore,
     CheckpointStore,
@@ -39,6 +40,7 @@ __all__ = [
     "TABLE",
     "Action",
     "AsyncCheckpointStore",
+    "AsyncSQLiteStore",
     "Binding",
     "Checkpoint",
     "CheckpointError",
@@ -52,6 +54,7 @@ __all__ = [
     "OutcomeUnknownError",
     "RecordLike",
     "Result",
+    "SQLiteStore",
     "Status",
     "StoreError",
     "Transition",

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from .records import Checkpoint
-from .store import RecordSummary, check_create, check_key, check_swap
+from .store import RecordSummary, check_create, check_key, check_listing, check_swap
 from .table import TABLE, Status
 
 _CEILING = TABLE.limits.ceiling_max_payload_bytes
@@ -68,19 +68,20 @@ class MemoryStore:
         limit: int = 1_000,
     ) -> list[RecordSummary]:
         """See :meth:`OperableCheckpointStore.list_records`."""
-        wanted = frozenset(statuses)
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
         with self._lock:
             texts = sorted(self._texts.items())
         found = []
         for key, text in texts:
-            if after_key is not None and key <= after_key:
+            if listing.after_key is not None and key <= listing.after_key:
                 continue
             summary = RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=_CEILING))
-            if summary.status in wanted and (
-                updated_before_us is None or summary.updated_us < updated_before_us
+            before = listing.updated_before_us
+            if summary.status in listing.statuses and (
+                before is None or summary.updated_us < before
             ):
                 found.append(summary)
-                if len(found) == limit:
+                if len(found) == listing.limit:
                     break
         return found
 

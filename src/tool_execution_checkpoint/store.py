@@ -31,12 +31,14 @@ from .validation import check_identifier, timestamp_microseconds
 __all__ = [
     "AsyncCheckpointStore",
     "CheckpointStore",
+    "Listing",
     "OperableCheckpointStore",
     "OutcomeUnknownError",
     "RecordSummary",
     "StoreError",
     "check_create",
     "check_key",
+    "check_listing",
     "check_swap",
     "checkpoint_key",
 ]
@@ -161,6 +163,51 @@ def checkpoint_key(binding: Binding) -> str:
         digest.update(len(encoded).to_bytes(8, "big"))
         digest.update(encoded)
     return f"tec1-{digest.hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Checked arguments of ``list_records``."""
+
+    statuses: frozenset[Status]
+    updated_before_us: int | None
+    after_key: str | None
+    limit: int
+
+
+def check_listing(
+    statuses: object, updated_before_us: object, after_key: object, limit: object
+) -> Listing:
+    """Check the arguments of ``list_records``; every store calls this first.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for ``statuses`` that is a str or not a
+            collection of Status values, an ``updated_before_us`` that is not an int or
+            None, an ``after_key`` that is not a str (without lone surrogates) or None, or
+            a ``limit`` that is not an int of at least 1.
+    """
+
+    def refuse(field: str, detail: str) -> CheckpointError:
+        return CheckpointError(ErrorCode.INVALID_ARGUMENT, detail, field=field)
+
+    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
+        raise refuse("statuses", "must be a collection of Status")
+    try:
+        wanted = frozenset(Status(status) for status in statuses)
+    except (TypeError, ValueError):
+        raise refuse("statuses", "must hold only Status values") from None
+    if updated_before_us is not None and type(updated_before_us) is not int:
+        raise refuse("updated_before_us", "must be an int or None")
+    if after_key is not None:
+        if type(after_key) is not str:
+            raise refuse("after_key", "must be a str or None")
+        try:
+            after_key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise refuse("after_key", "must not hold lone surrogates") from None
+    if type(limit) is not int or limit < 1:
+        raise refuse("limit", "must be an int of at least 1")
+    return Listing(wanted, updated_before_us, after_key, limit)
 
 
 def check_key(key: object) -> str:

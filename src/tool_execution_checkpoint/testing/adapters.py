@@ -49,7 +49,9 @@ class SyncStoreAdapter:
         return self.run(self.inner.compare_and_swap(key, expected_revision, record))
 
     def close(self) -> None:
-        """Close the async store, then stop the loop."""
+        """Close the async store, then stop the loop. Closing twice does nothing."""
+        if self._loop.is_closed():
+            return
         for name in ("aclose", "close"):
             method = getattr(self.inner, name, None)
             if callable(method):

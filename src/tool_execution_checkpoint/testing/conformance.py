@@ -67,7 +67,16 @@ class StoreConformance:
         raise NotImplementedError("define make_store(self) in the subclass")
 
     def _store(self) -> CheckpointStore:
-        return as_sync_store(self.make_store())
+        store = as_sync_store(self.make_store())
+        self.__dict__.setdefault("_opened", []).append(store)
+        return store
+
+    def teardown_method(self) -> None:
+        """Close every store a test opened (pytest calls this after each test)."""
+        for store in self.__dict__.pop("_opened", []):
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
 
     @staticmethod
     def _binding(call_id: str = "call-1") -> Binding:

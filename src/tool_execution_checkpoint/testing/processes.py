@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -102,6 +103,7 @@ def _worker(factory: str, argument: str, *, keys: int, log_path: str, name: str,
     store = load_factory(factory)(argument)
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    print("ready", flush=True)  # the parent kills only workers that got this far
     for number in range(sys.maxsize):
         try:
             _serve_once(store, rng.randrange(keys), f"{name}-{number}", rng, log)
@@ -217,10 +219,10 @@ def kill_storm(
     seconds: float = 4.0,
     seed: int = 0,
 ) -> KillStormReport:
-    """Run ``workers`` worker processes over ``keys`` calls for ``seconds``, killing a
-    random one with SIGKILL every 20 to 200 ms and starting a fresh one in its place; then
-    kill them all and run the recovery pass with a store built the same way: it checks
-    every record, then finishes each one left mid-flight as an operator would."""
+    """Run ``workers`` worker processes over ``keys`` calls for ``seconds``; every 20 to
+    200 ms kill a random started worker with SIGKILL and start a fresh one in its place.
+    Then kill them all and run the recovery pass with a store built the same way: it
+    checks every record, then finishes each one left mid-flight as an operator would."""
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "effects.log"
     rng = random.Random(seed)
@@ -231,30 +233,45 @@ def kill_storm(
         generation += 1
         command = [sys.executable, "-m", __name__, "worker", factory, argument]
         command += [str(keys), str(log_path), f"w{slot}g{generation}", str(seed + generation)]
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def started(process: subprocess.Popen[bytes]) -> bool:
+        """Whether the worker said it opened its store (never blocks). Only started
+        workers are killed: on a busy machine a storm of half-started workers would test
+        nothing."""
+        assert process.stdout is not None
+        readable, _, _ = select.select([process.stdout], [], [], 0)
+        return bool(readable) and process.stdout.readline() == b"ready\n"
 
     report = KillStormReport()
     processes = [spawn(slot) for slot in range(workers)]
+    ready = [False] * workers
     try:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(0.02, 0.2))
-            slot = rng.randrange(workers)
-            victim = processes[slot]
-            if victim.poll() is not None:
-                _, errors = victim.communicate()
-                report.problems.append(f"a worker died by itself: {errors.decode()[-2000:]}")
-            else:
-                victim.send_signal(signal.SIGKILL)
-                victim.wait()
-                report.kills += 1
-            processes[slot] = spawn(slot)
+            for slot, process in enumerate(processes):
+                if not ready[slot] and process.poll() is None:
+                    ready[slot] = started(process)
+                if process.poll() is not None:
+                    _, errors = process.communicate()
+                    report.problems.append(f"a worker died by itself: {errors.decode()[-2000:]}")
+                    processes[slot], ready[slot] = spawn(slot), False
+            candidates = [slot for slot in range(workers) if ready[slot]]
+            if not candidates:
+                continue
+            slot = rng.choice(candidates)
+            processes[slot].send_signal(signal.SIGKILL)
+            processes[slot].wait()
+            report.kills += 1
+            processes[slot], ready[slot] = spawn(slot), False
     finally:
         for process in processes:
             process.kill()
             process.wait()
-            if process.stderr is not None:
-                process.stderr.close()
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
     store = load_factory(factory)(argument)
     try:
         _recover(store, keys, log_path, report)

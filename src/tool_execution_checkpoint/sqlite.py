@@ -1,0 +1,786 @@
+"""SQLiteStore: a durable checkpoint store in one SQLite file, standard library only.
+
+::
+
+    from tool_execution_checkpoint.sqlite import SQLiteStore
+
+    store = SQLiteStore("/var/lib/agent/checkpoints.db")   # or SQLiteStore.from_url(...)
+
+Each operation is one statement in its own transaction: create-if-absent is one
+``INSERT ... ON CONFLICT(key) DO NOTHING`` and the compare-and-swap one
+``UPDATE ... WHERE key = ? AND revision = ?``, each between ``BEGIN IMMEDIATE`` and
+``COMMIT`` and judged by its row count; nothing is read and then written. The file is in
+WAL mode with ``synchronous=FULL``, so a write that returned True was fsynced to the WAL
+before it returned and survives a crash of the process or of the machine.
+
+Sharing. Many threads may share one store: it holds one connection and a lock, so its
+operations run one at a time (SQLite runs one write at a time anyway). Measured with 1 and
+8 threads, one locked connection was as fast as a connection per thread with an
+in-process write lock, and faster and steadier than a connection per thread left to
+SQLite's busy handler, which sleeps in steps of up to 100 ms when writers collide
+(``benchmarks/store_sqlite.py`` measures the chosen design). Many processes on one
+machine may open the same file, each with its own store: SQLite's file locks serialise
+their writes and a writer that finds the file locked waits up to ``busy_timeout``
+seconds, trying again every 0.1 to 2 ms (SQLite's own busy handler backs off to 100 ms
+between tries and starves a waiting process while others keep writing). WAL needs
+shared memory, so the file must be on a local file system, not a network share. Do not
+carry a store across ``fork()``: open it in the child.
+
+The schema is created on first use and versioned in ``tec_meta``; a file whose schema is
+newer than this library's is refused, never rewritten. Tables are prefixed ``tec_``; give
+the store a file of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import math
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .errors import CheckpointError, ErrorCode
+from .records import Checkpoint
+from .store import (
+    OutcomeUnknownError,
+    RecordSummary,
+    StoreError,
+    check_create,
+    check_key,
+    check_swap,
+)
+from .table import Status
+from .validation import timestamp_microseconds
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AsyncSQLiteStore",
+    "SQLiteBusyError",
+    "SQLiteConfigurationError",
+    "SQLiteOutcomeUnknownError",
+    "SQLiteStore",
+    "SQLiteStoreError",
+]
+
+SCHEMA_VERSION: Final = 1
+"""The version of the tables this module writes, kept in ``tec_meta``."""
+
+_MAX_BUSY_TIMEOUT = 3_600.0
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+
+# SQLite's primary result codes (the low byte of an extended code).
+_BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT = 5, 6, 8, 10, 11
+_FULL, _CANTOPEN, _NOTADB, _PERM, _AUTH = 13, 14, 26, 3, 23
+
+_SCHEMA = (
+    """CREATE TABLE tec_checkpoint (
+        key TEXT PRIMARY KEY NOT NULL,
+        revision INTEGER NOT NULL CHECK (revision >= 1),
+        status TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updated_us INTEGER NOT NULL,
+        record TEXT NOT NULL
+    )""",
+    "CREATE INDEX tec_checkpoint_status_updated ON tec_checkpoint (status, updated_us)",
+)
+_INSERT = (
+    "INSERT INTO tec_checkpoint"
+    " (key, revision, status, namespace, call_id, updated_at, updated_us, record)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE tec_checkpoint SET revision = ?, status = ?, namespace = ?, call_id = ?,"
+    " updated_at = ?, updated_us = ?, record = ? WHERE key = ? AND revision = ?"
+)
+_SELECT = "SELECT record FROM tec_checkpoint WHERE key = ?"
+_LIST = (
+    "SELECT key, namespace, call_id, status, revision, updated_at, updated_us"
+    " FROM tec_checkpoint WHERE status IN ({statuses}){before}{after} ORDER BY key LIMIT ?"
+)
+
+_READS = frozenset({"get", "list_records"})
+
+_T = TypeVar("_T")
+
+
+class SQLiteStoreError(StoreError):
+    """An SQLite operation failed. A write that raises this (and not
+    :class:`SQLiteOutcomeUnknownError`) failed before its COMMIT and was not applied.
+
+    Attributes:
+        sqlite_errorname: SQLite's extended result code name (``"SQLITE_BUSY"``), or None
+            when the failure did not come from SQLite.
+    """
+
+    sqlite_errorname: str | None
+
+    def __init__(self, message: str, *, sqlite_errorname: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlite_errorname = sqlite_errorname
+
+
+class SQLiteConfigurationError(SQLiteStoreError):
+    """The database cannot be used as configured: a path or URL that names no usable
+    file, a directory that does not exist, a file that is not an SQLite database, a file
+    this process may not write, or a schema version this library does not know. The
+    message names what to fix; retrying does not help."""
+
+
+class SQLiteBusyError(SQLiteStoreError):
+    """The database stayed locked for the whole busy timeout: another connection or
+    process held its write lock. The operation was not applied; retry it later, or raise
+    ``busy_timeout``."""
+
+
+class SQLiteOutcomeUnknownError(SQLiteStoreError, OutcomeUnknownError):
+    """The COMMIT of a write failed and SQLite ended the transaction: the write may or
+    may not be durable. Read the record back and decide again.
+
+    Which failures are these, exactly: the statement ran and changed its row, then
+    ``COMMIT`` raised and left the connection outside a transaction. That happens with
+    ``SQLITE_IOERR`` (a failed write or fsync of the WAL), ``SQLITE_FULL``,
+    ``SQLITE_NOMEM`` and ``SQLITE_CORRUPT``, after which SQLite rolls back its in-memory
+    state; but the commit frame may already be in the WAL file, and a later recovery of
+    that file then finds the write committed. Every other failure is known not to have
+    applied the write and raises a plain :class:`SQLiteStoreError`: one before the
+    statement changed its row (at ``BEGIN IMMEDIATE`` or in the statement), and a
+    ``COMMIT`` that failed but left the transaction open (``SQLITE_BUSY``), which the
+    store rolls back.
+    """
+
+
+def _error_name(error: sqlite3.Error) -> str | None:
+    name = getattr(error, "sqlite_errorname", None)
+    return name if isinstance(name, str) else None
+
+
+def _primary_code(error: sqlite3.Error) -> int | None:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _check_busy_timeout(value: object) -> float:
+    """Seconds from 0 to 3,600 (NaN and infinities fail the comparison)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        value = math.nan
+    if not 0 <= value <= _MAX_BUSY_TIMEOUT:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"must be a number of seconds from 0 to {_MAX_BUSY_TIMEOUT:g}",
+            field="busy_timeout",
+            limit=int(_MAX_BUSY_TIMEOUT),
+        )
+    return float(value)
+
+
+def _database_path(path: object) -> Path:
+    """The absolute path of the database file, refusing what names no durable file."""
+    if not isinstance(path, str | os.PathLike):
+        raise SQLiteConfigurationError("the database path must be a str or os.PathLike")
+    raw = os.fspath(path)
+    if not isinstance(raw, str):
+        raise SQLiteConfigurationError("the database path must be text, not bytes")
+    if raw in ("", ":memory:") or raw.startswith("file::memory:"):
+        raise SQLiteConfigurationError(
+            "an in-memory SQLite database is neither durable nor shared between"
+            " connections and processes: give the path of a database file, or use"
+            " MemoryStore for tests"
+        )
+    absolute = Path(os.path.abspath(raw))
+    if absolute.is_dir():
+        raise SQLiteConfigurationError(
+            f"cannot open {absolute}: it is a directory; give the path of a database file inside it"
+        )
+    if not absolute.parent.is_dir():
+        raise SQLiteConfigurationError(
+            f"cannot open {absolute}: the directory {absolute.parent} does not exist;"
+            " create it first (the store creates only the file)"
+        )
+    return absolute
+
+
+class SQLiteStore:
+    """A :class:`~tool_execution_checkpoint.store.OperableCheckpointStore` in one SQLite
+    file.
+
+    Args:
+        path: The database file; created with its tables if it does not exist. Its
+            directory must exist and be writable: SQLite keeps ``<path>-wal`` and
+            ``<path>-shm`` next to it. ``":memory:"`` is refused (see the module
+            docstring).
+        busy_timeout: How many seconds an operation waits for another connection's
+            write lock before raising :class:`SQLiteBusyError` (0 to 3,600).
+
+    The constructor fails fast: it opens the file, switches it to WAL, sets
+    ``synchronous=FULL`` and checks, in one write transaction, that the schema is this
+    library's and that the file is writable. It raises :class:`SQLiteConfigurationError`
+    naming what to fix, :class:`SQLiteBusyError` if the file stayed locked, and
+    CheckpointError INVALID_ARGUMENT for a bad ``busy_timeout``.
+
+    Errors. Bad arguments raise CheckpointError (INVALID_ARGUMENT) before anything is
+    written. A failed operation raises a :class:`SQLiteStoreError`, and a write that
+    raises one was not applied, with one exception: :class:`SQLiteOutcomeUnknownError`
+    (an :class:`~tool_execution_checkpoint.store.OutcomeUnknownError`). It is raised
+    exactly when the statement changed its row and then ``COMMIT`` failed leaving the
+    connection outside a transaction (``SQLITE_IOERR``, ``SQLITE_FULL``,
+    ``SQLITE_NOMEM``, ``SQLITE_CORRUPT`` during the WAL write or its fsync): SQLite
+    rolled back in memory, but the commit frame may already be in the WAL, where a
+    recovery would find it. A failure at ``BEGIN IMMEDIATE`` or in the statement, and a
+    ``COMMIT`` that failed but left the transaction open (``SQLITE_BUSY``, which the store
+    then rolls back), are known not to have applied the write. Messages name the file,
+    SQLite's error code and what to do; they never hold a key, a record or a payload.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self.busy_timeout: Final = _check_busy_timeout(busy_timeout)
+        self.path: Final = _database_path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = self._open()
+
+    @classmethod
+    def from_url(cls, url: str, *, busy_timeout: float | None = None) -> Self:
+        """Open the store a URL names: ``sqlite:///absolute/path.db``, optionally with
+        ``?busy_timeout=SECONDS``.
+
+        The path after ``sqlite://`` must be absolute (``sqlite:///var/lib/x.db`` is
+        ``/var/lib/x.db``) and percent-decoded; hosts, fragments, other query parameters
+        and ``sqlite:///:memory:`` are refused with :class:`SQLiteConfigurationError`.
+        ``busy_timeout`` given here overrides the URL's.
+        """
+        if not isinstance(url, str):
+            raise SQLiteConfigurationError("a store URL must be a str")
+        parts = urlsplit(url)
+        if parts.scheme != "sqlite":
+            raise SQLiteConfigurationError(
+                "a store URL must start with sqlite:/// (for example"
+                " sqlite:///var/lib/agent/checkpoints.db)"
+            )
+        if parts.netloc or parts.fragment:
+            raise SQLiteConfigurationError(
+                "a sqlite URL names a local file: write sqlite:///absolute/path, with no"
+                " host and no fragment"
+            )
+        path = unquote(parts.path)
+        if path.lstrip("/") == ":memory:":
+            path = ":memory:"  # refused by the constructor, saying why
+        elif not path.startswith("/"):
+            raise SQLiteConfigurationError(
+                "a sqlite URL needs an absolute path: write sqlite:///absolute/path"
+            )
+        options: dict[str, Any] = {}
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name != "busy_timeout" or "busy_timeout" in options:
+                raise SQLiteConfigurationError(
+                    "a sqlite URL accepts one query parameter, busy_timeout=SECONDS"
+                )
+            try:
+                options["busy_timeout"] = float(value)
+            except ValueError:
+                raise CheckpointError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "must be a number of seconds",
+                    field="busy_timeout",
+                ) from None
+        if busy_timeout is not None:
+            options["busy_timeout"] = busy_timeout
+        return cls(path, **options)
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            # timeout=0: SQLite's own busy handler is off; _patiently() waits instead.
+            db = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise self._failure(error, "open") from error
+        try:
+            self._configure(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _configure(self, db: sqlite3.Connection) -> None:
+        """Switch to WAL, make commits durable, then check the schema and that the file
+        is writable in one write transaction (creating the tables the first time)."""
+        try:
+            (mode,) = self._patiently(db, "PRAGMA journal_mode=WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise SQLiteConfigurationError(
+                    f"cannot use {self.path}: SQLite refused WAL mode (journal_mode is"
+                    f" {mode}); give this process write access to the file and put it on a"
+                    " local file system with shared memory"
+                )
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA fullfsync=ON")  # macOS: fsync reaches the platter
+            self._patiently(db, "BEGIN IMMEDIATE")
+            db.execute("CREATE TABLE IF NOT EXISTS tec_meta (name TEXT PRIMARY KEY, value)")
+            # A write that changes no row: fails now, not at the first CAS, when the
+            # file, its directory or its -wal/-shm files are read-only for this process.
+            db.execute("UPDATE tec_meta SET value = value WHERE name = ''")
+            row = db.execute("SELECT value FROM tec_meta WHERE name = 'schema_version'").fetchone()
+            if row is None:
+                self._create_schema(db)
+            elif row[0] != SCHEMA_VERSION:
+                db.execute("ROLLBACK")
+                raise SQLiteConfigurationError(self._version_problem(row[0]))
+            db.execute("COMMIT")
+        except sqlite3.Error as error:
+            raise self._failure(error, "open") from error
+
+    def _create_schema(self, db: sqlite3.Connection) -> None:
+        exists = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'tec_checkpoint'").fetchone()
+        if exists is not None:
+            db.execute("ROLLBACK")
+            raise SQLiteConfigurationError(
+                f"cannot use {self.path}: it holds a tec_checkpoint table but no schema"
+                " version in tec_meta; it was not made by this library: give the store a"
+                " file of its own"
+            )
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO tec_meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+        )
+
+    def _version_problem(self, found: object) -> str:
+        if type(found) is int and found > SCHEMA_VERSION:
+            return (
+                f"cannot use {self.path}: its schema version {found} is newer than this"
+                f" library's ({SCHEMA_VERSION}); upgrade tool-execution-checkpoint in every"
+                " process that opens it, and do not downgrade the file"
+            )
+        return (
+            f"cannot use {self.path}: tec_meta holds an unknown schema version (this"
+            f" library writes {SCHEMA_VERSION}); restore the file from a backup or give the"
+            " store a new file"
+        )
+
+    # --- errors ----------------------------------------------------------------------------
+
+    def _failure(self, error: sqlite3.Error, operation: str) -> SQLiteStoreError:
+        """Translate an sqlite3 error into a store error whose message says what to do.
+        Only SQLite's own message is kept, never a statement's parameters."""
+        name = _error_name(error)
+        code = _primary_code(error)
+        if operation == "open":
+            what = "the store was not opened"
+        elif operation in _READS:
+            what = f"{operation} failed"
+        else:
+            what = f"{operation} was not applied"
+        cause = f"{error} ({name})" if name else str(error)
+        if code in (_BUSY, _LOCKED):
+            return SQLiteBusyError(
+                f"database {self.path} is locked after {self.busy_timeout:g} s busy timeout:"
+                f" another connection or process holds its write lock; {what}. Retry"
+                " later, or raise busy_timeout",
+                sqlite_errorname=name,
+            )
+        if code == _READONLY:
+            return SQLiteConfigurationError(
+                f"cannot write {self.path}: it is read-only for this process ({cause});"
+                f" {what}. Give this process write access to the file, its directory and"
+                " its -wal and -shm files",
+                sqlite_errorname=name,
+            )
+        if code in (_CANTOPEN, _PERM, _AUTH):
+            return SQLiteConfigurationError(
+                f"cannot open {self.path}: {cause}; check that the file and its directory"
+                " exist and that this process may read and write them",
+                sqlite_errorname=name,
+            )
+        if code == _NOTADB:
+            return SQLiteConfigurationError(
+                f"cannot use {self.path}: it is not an SQLite database ({cause}); give the"
+                " path of a new file or of an existing checkpoint database",
+                sqlite_errorname=name,
+            )
+        if code == _CORRUPT:
+            return SQLiteStoreError(
+                f"database {self.path} is corrupt ({cause}); {what}. Stop the processes"
+                " using it, run PRAGMA integrity_check and restore it from a backup",
+                sqlite_errorname=name,
+            )
+        if code == _FULL:
+            return SQLiteStoreError(
+                f"the disk holding {self.path} is full ({cause}); {what}. Free space, then retry",
+                sqlite_errorname=name,
+            )
+        if code == _IOERR:
+            return SQLiteStoreError(
+                f"disk I/O error on {self.path} ({cause}); {what}. Check the disk and the"
+                " file system",
+                sqlite_errorname=name,
+            )
+        return SQLiteStoreError(
+            f"SQLite failed on {self.path}: {cause}; {what}", sqlite_errorname=name
+        )
+
+    # --- the operations --------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection (call with the lock held)."""
+        if self._db is None:
+            raise SQLiteStoreError(f"the store on {self.path} is closed")
+        return self._db
+
+    def _patiently(
+        self, db: sqlite3.Connection, statement: str, parameters: Sequence[object] = ()
+    ) -> sqlite3.Cursor:
+        """Run a statement that takes a lock (BEGIN IMMEDIATE, a read, the WAL switch),
+        retrying while the database is busy, for up to ``busy_timeout`` seconds.
+
+        SQLite's own busy handler sleeps 1, 2, 5, ... up to 100 ms between tries, so a
+        process that waits while others keep writing is starved: measured, one of four
+        writing processes got no write through in two seconds. This loop tries again
+        after 0.1 to 2 ms, so waiting writers get their turn."""
+        deadline: float | None = None
+        pause = 0.0001
+        while True:
+            try:
+                return db.execute(statement, parameters)
+            except sqlite3.OperationalError as error:
+                if _primary_code(error) != _BUSY:
+                    raise
+                now = time.monotonic()
+                deadline = now + self.busy_timeout if deadline is None else deadline
+                if now >= deadline:
+                    raise
+                time.sleep(min(pause * (0.5 + random.random()), deadline - now))
+                pause = min(pause * 2, 0.002)
+
+    @staticmethod
+    def _roll_back(db: sqlite3.Connection) -> None:
+        if db.in_transaction:
+            # When even ROLLBACK fails, SQLite ends the transaction itself.
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+
+    @staticmethod
+    def _commit(db: sqlite3.Connection) -> None:
+        db.execute("COMMIT")
+
+    def _write(self, operation: str, statement: str, parameters: tuple[object, ...]) -> bool:
+        """Run ``statement`` alone in a write transaction; True if it changed one row."""
+        with self._lock:
+            db = self._connection()
+            self._roll_back(db)  # never inherit a transaction an interrupt left open
+            try:
+                self._patiently(db, "BEGIN IMMEDIATE")
+                changed = db.execute(statement, parameters).rowcount == 1
+                if not changed:
+                    db.execute("ROLLBACK")
+                    return False
+            except sqlite3.Error as error:
+                self._roll_back(db)
+                raise self._failure(error, operation) from error
+            except BaseException:
+                self._roll_back(db)
+                raise
+            try:
+                self._commit(db)
+            except sqlite3.Error as error:
+                if db.in_transaction:  # the COMMIT did not happen (SQLITE_BUSY)
+                    self._roll_back(db)
+                    raise self._failure(error, operation) from error
+                name = _error_name(error)
+                raise SQLiteOutcomeUnknownError(
+                    f"the COMMIT of {operation} on {self.path} failed ({error}"
+                    f"{f', {name}' if name else ''}) after the write may have reached the"
+                    " WAL: it may or may not be applied. Read the record back and decide"
+                    " again",
+                    sqlite_errorname=name,
+                ) from error
+            return True
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """Insert ``record`` under ``key`` if nothing is stored there; return whether it
+        inserted. One ``INSERT ... ON CONFLICT(key) DO NOTHING``; never overwrites."""
+        record = check_create(key, record)
+        return self._write("create_if_absent", _INSERT, (key, *_columns(record)))
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """Replace the record under ``key`` with ``record`` if its stored revision is
+        still ``expected_revision``; return whether it did. One
+        ``UPDATE ... WHERE key = ? AND revision = ?``."""
+        record = check_swap(key, expected_revision, record)
+        revision, *rest = _columns(record)
+        parameters = (revision, *rest, key, expected_revision)
+        return self._write("compare_and_swap", _UPDATE, parameters)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        """Return a fresh mapping of the record stored under ``key``, or None.
+
+        Raises CheckpointError INVALID_CHECKPOINT if the stored text is not JSON (the
+        row was written by something else than this store)."""
+        check_key(key)
+        with self._lock:
+            db = self._connection()
+            try:
+                row = self._patiently(db, _SELECT, (key,)).fetchone()
+            except sqlite3.Error as error:
+                raise self._failure(error, "get") from error
+        if row is None:
+            return None
+        try:
+            loaded = json.loads(row[0])
+        except (TypeError, ValueError):
+            loaded = None
+        if not isinstance(loaded, dict):
+            raise CheckpointError(
+                ErrorCode.INVALID_CHECKPOINT, "the stored text is not a JSON object"
+            )
+        return loaded
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """Records in any of ``statuses`` last updated before ``updated_before_us``
+        (microseconds since the epoch; None for any time), in key order, starting after
+        ``after_key``, at most ``limit`` (at least 1) of them. Page by passing the last
+        key back. Reads the indexed columns, never the records.
+
+        Raises CheckpointError INVALID_ARGUMENT for a ``statuses`` that is a str or holds
+        something that is not a status, a ``limit`` below 1, or an argument of the wrong
+        type."""
+        wanted = _status_values(statuses)
+        before = _optional_int(updated_before_us, "updated_before_us")
+        if after_key is not None and (type(after_key) is not str or not _encodable(after_key)):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "must be a str or None", field="after_key"
+            )
+        if type(limit) is not int or limit < 1:
+            raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be an int >= 1", field="limit")
+        if not wanted or (before is not None and before <= _INT64_MIN):
+            return []
+        parameters: list[object] = [*wanted]
+        if before is not None and before > _INT64_MAX:
+            before = None  # every stored time is earlier
+        if before is not None:
+            parameters.append(before)
+        if after_key is not None:
+            parameters.append(after_key)
+        parameters.append(min(limit, _INT64_MAX))
+        statement = _LIST.format(
+            statuses=", ".join("?" * len(wanted)),
+            before="" if before is None else " AND updated_us < ?",
+            after="" if after_key is None else " AND key > ?",
+        )
+        with self._lock:
+            db = self._connection()
+            try:
+                rows = self._patiently(db, statement, parameters).fetchall()
+            except sqlite3.Error as error:
+                raise self._failure(error, "list_records") from error
+        return [
+            RecordSummary(
+                key=key,
+                namespace=namespace,
+                call_id=call_id,
+                status=_stored_status(status),
+                revision=revision,
+                updated_at=updated_at,
+                updated_us=updated_us,
+            )
+            for key, namespace, call_id, status, revision, updated_at, updated_us in rows
+        ]
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; operations afterwards raise
+        SQLiteStoreError."""
+        with self._lock:
+            db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def _columns(record: Checkpoint) -> tuple[object, ...]:
+    """revision, status, namespace, call_id, updated_at, updated_us, record text."""
+    return (
+        record.revision,
+        record.status.value,
+        record.binding.namespace,
+        record.binding.call_id,
+        record.updated_at,
+        timestamp_microseconds(record.updated_at),
+        record.to_json(),
+    )
+
+
+def _stored_status(value: object) -> Status:
+    try:
+        return Status(str(value))
+    except ValueError:
+        raise CheckpointError(
+            ErrorCode.INVALID_CHECKPOINT, "the stored status column is not a status", field="status"
+        ) from None
+
+
+def _status_values(statuses: object) -> list[str]:
+    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be a collection of Status", field="statuses"
+        )
+    values: set[str] = set()
+    for status in statuses:
+        try:
+            values.add(Status(status).value)
+        except (TypeError, ValueError):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "must hold only Status values", field="statuses"
+            ) from None
+    return sorted(values)
+
+
+def _optional_int(value: object, field: str) -> int | None:
+    if value is not None and type(value) is not int:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be an int or None", field=field)
+    return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class AsyncSQLiteStore:
+    """The asyncio twin of :class:`SQLiteStore` (an
+    :class:`~tool_execution_checkpoint.store.AsyncCheckpointStore` with
+    ``list_records``), with the same arguments, contract and errors.
+
+    Every operation runs on the store's own worker thread, one at a time, so the event
+    loop never waits on SQLite's locks or fsyncs; no dependency beyond the standard
+    library. The constructor opens the file on the calling thread (it may wait up to
+    ``busy_timeout``); ``await AsyncSQLiteStore.open(path)`` opens it on a thread instead.
+
+    Cancelling a task that awaits a write does not stop the write: it runs to the end on
+    the worker thread and the cancelled caller does not learn its outcome. Treat it as an
+    unknown outcome: read the record back.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self._adopt(SQLiteStore(path, busy_timeout=busy_timeout))
+
+    store: SQLiteStore
+    """The synchronous store the worker thread calls."""
+
+    def _adopt(self, store: SQLiteStore) -> None:
+        self.store = store
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tec-sqlite")
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> Self:
+        """Open the store on a thread, so the event loop does not wait for the file."""
+        store = await asyncio.to_thread(SQLiteStore, path, busy_timeout=busy_timeout)
+        instance = cls.__new__(cls)
+        instance._adopt(store)
+        return instance
+
+    @classmethod
+    def from_url(cls, url: str, *, busy_timeout: float | None = None) -> Self:
+        """See :meth:`SQLiteStore.from_url`."""
+        instance = cls.__new__(cls)
+        instance._adopt(SQLiteStore.from_url(url, busy_timeout=busy_timeout))
+        return instance
+
+    async def _run(self, call: Callable[[], _T]) -> _T:
+        if self._closed:
+            raise SQLiteStoreError(f"the store on {self.store.path} is closed")
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._executor, call)
+        except RuntimeError:  # the executor was shut down meanwhile
+            raise SQLiteStoreError(f"the store on {self.store.path} is closed") from None
+        return await future
+
+    async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """See :meth:`SQLiteStore.create_if_absent`."""
+        return await self._run(functools.partial(self.store.create_if_absent, key, record))
+
+    async def get(self, key: str) -> Mapping[str, Any] | None:
+        """See :meth:`SQLiteStore.get`."""
+        return await self._run(functools.partial(self.store.get, key))
+
+    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """See :meth:`SQLiteStore.compare_and_swap`."""
+        swap = functools.partial(self.store.compare_and_swap, key, expected_revision, record)
+        return await self._run(swap)
+
+    async def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """See :meth:`SQLiteStore.list_records`."""
+        listing = functools.partial(
+            self.store.list_records,
+            statuses,
+            updated_before_us=updated_before_us,
+            after_key=after_key,
+            limit=limit,
+        )
+        return await self._run(listing)
+
+    async def aclose(self) -> None:
+        """Close the store after the operations already started. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
+        self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.store.path)!r})"
