@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck pytest spec bench proofs clean
+.PHONY: install services demo test lint typecheck pytest spec bench proofs mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
-## test: ruff, mypy --strict and the whole pytest suite
-test: lint typecheck pytest
+## test: ruff, mypy --strict and the whole pytest suite (PostgreSQL and Redis are installed
+## from Debian's packages when missing, and the tests start their own servers on loopback)
+test: services lint typecheck pytest
+
+services:
+	bash scripts/install-services.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks proofs
@@ -50,10 +54,16 @@ CROSSHAIR_BACKEND_TESTS := any_json_value_is_kept_exactly or json_values_under_s
 	or any_non_control_identifier or any_control_character or calendar_dates_are_checked \
 	or binding_conflict_for_every_differing_field
 
+## mutate: mutation testing of the core modules (mutmut; slow, not part of CI)
+mutate: $(STAMP)
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results > proofs/results-mutmut.txt
+
 ## bench: measured costs, each as a ratio to a baseline run in the same command
 bench: $(STAMP)
 	$(BIN)/python benchmarks/harness_speed.py --json benchmarks/results-harness.json
 	$(BIN)/python benchmarks/store_sqlite.py --json benchmarks/results-sqlite.json
+	$(BIN)/python benchmarks/store_postgres.py --json benchmarks/results-postgres.json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1072 @@
+"""PostgresStore and AsyncPostgresStore: checkpoint stores in a PostgreSQL table.
+
+Install with the ``postgres`` extra (psycopg 3 and psycopg_pool)::
+
+    pip install 'tool-execution-checkpoint[postgres]'
+
+One row per key, in a table (``public.tec_checkpoint`` by default)::
+
+    key        TEXT COLLATE "C" PRIMARY KEY   -- the checkpoint key
+    revision   BIGINT NOT NULL                -- the record's revision, the CAS guard
+    status     TEXT   NOT NULL                -- the record's status, for operators
+    updated_us BIGINT NOT NULL                -- updatedAt in microseconds since the epoch
+    record     TEXT   NOT NULL                -- the record's exact JSON text
+
+with an index on ``(status, updated_us)`` for :meth:`PostgresStore.list_records`. The
+record is kept as TEXT, not JSONB: ``get`` must return exactly the mapping that was
+written, and JSONB normalises numbers (``1e308`` comes back as a 309-digit integer,
+``-0.0`` as ``0.0``) and drops duplicate keys. The key is compared in the "C" collation so
+that key order is Python's code-point order, as in :class:`~.memory.MemoryStore`.
+
+The contract (see :mod:`tool_execution_checkpoint.store`):
+
+- ``create_if_absent`` is one ``INSERT ... ON CONFLICT (key) DO NOTHING``; it inserted
+  exactly when the row count is 1.
+- ``compare_and_swap`` is one ``UPDATE ... WHERE key = $1 AND revision = $2``; it swapped
+  exactly when the row count is 1. PostgreSQL re-checks the WHERE clause against the
+  newest row version under concurrent updates (READ COMMITTED), so two CASes from the
+  same revision never both win.
+- Every operation is one round trip: autocommit (no BEGIN/COMMIT), unnamed statements
+  (no separate prepare), no connection check on checkout. Durability is the server's:
+  a reported success has been committed, and with ``synchronous_commit`` on (the
+  default, checked at first use) it has been flushed to the WAL.
+- **Ambiguous commits.** When a write fails after it was sent (the connection dropped,
+  the backend was terminated, the server crashed or the statement was cancelled), it may
+  or may not have been applied: the store raises
+  :class:`~tool_execution_checkpoint.store.OutcomeUnknownError` and never guesses or
+  retries. Read the record back: it is either the old record or exactly the one written.
+  A write that PostgreSQL refused with an ERROR (its transaction rolled back), or that
+  failed before it was sent, raises a plain
+  :class:`~tool_execution_checkpoint.store.StoreError`: it was not applied.
+
+The table is created on first use (``CREATE TABLE IF NOT EXISTS``, serialised with an
+advisory lock, marked as layout 1 with a table comment). First use also checks the
+configuration and fails fast, with a :class:`StoreError` saying what to fix: the server
+must be reachable within ``connect_timeout`` seconds, the credentials right, the database
+UTF8, the server durable, the schema usable and the role allowed to SELECT, INSERT and
+UPDATE the table (and CREATE in the schema if the table is missing). Messages name the
+host, port, database, role and table, never the password, a payload or a server DETAIL
+line (which may quote values). Bad arguments, table names included, raise
+:class:`~tool_execution_checkpoint.errors.CheckpointError` before any SQL is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import select
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from time import monotonic
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+
+from .errors import CheckpointError, ErrorCode
+from .records import Checkpoint
+from .store import (
+    OutcomeUnknownError,
+    RecordSummary,
+    StoreError,
+    check_create,
+    check_key,
+    check_swap,
+)
+from .table import TABLE, Status
+from .validation import timestamp_microseconds
+
+__all__ = [
+    "LAYOUT",
+    "LAYOUT_MARKER",
+    "AsyncPostgresStore",
+    "PostgresStore",
+    "open_async_store",
+    "open_store",
+]
+
+LAYOUT = 1
+"""The table layout this module reads and writes."""
+LAYOUT_MARKER = f"tool-execution-checkpoint store, layout {LAYOUT}"
+"""The table comment that marks a table as a checkpoint table of :data:`LAYOUT`."""
+
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_CEILING = TABLE.limits.ceiling_max_payload_bytes
+_BIGINT_MAX = 2**63 - 1
+_BIGINT_MIN = -(2**63)
+_APPLICATION_NAME = "tool-execution-checkpoint"
+
+_Operation = Literal["create", "get", "compare-and-swap", "list"]
+
+
+# --- names, configuration and statements -------------------------------------------------
+
+
+def _check_name(value: object, pattern: re.Pattern[str], field: str, limit: int) -> str:
+    if type(value) is not str or pattern.fullmatch(value) is None:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"must be a lowercase SQL identifier: a letter or underscore, then letters, "
+            f"digits or underscores, at most {limit} characters",
+            field=field,
+            limit=limit,
+        )
+    return value
+
+
+def _check_timeout(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+        if math.isfinite(seconds) and 0 < seconds <= 600:
+            return seconds
+    raise CheckpointError(
+        ErrorCode.INVALID_ARGUMENT,
+        "must be a number of seconds above 0 and at most 600",
+        field="connect_timeout",
+        limit=600,
+    )
+
+
+def _check_sizes(min_size: object, max_size: object) -> tuple[int, int]:
+    if type(min_size) is not int or not 0 <= min_size <= 1_000:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be an int from 0 to 1000", field="min_size"
+        )
+    if type(max_size) is not int or not max(1, min_size) <= max_size <= 1_000:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "must be an int from max(1, min_size) to 1000",
+            field="max_size",
+        )
+    return min_size, max_size
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where to connect, parsed once; ``describe`` names it without the password."""
+
+    conninfo: str
+    fields: Mapping[str, str]
+
+    @classmethod
+    def parse(cls, conninfo: object) -> _Target:
+        if type(conninfo) is not str:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "must be a PostgreSQL URL or key=value string, or a psycopg_pool pool",
+                field="conninfo_or_pool",
+            )
+        try:
+            fields = conninfo_to_dict(conninfo)
+        except psycopg.Error:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "is not a valid PostgreSQL URL or key=value string (not shown: it may hold "
+                "a password)",
+                field="conninfo_or_pool",
+            ) from None
+        return cls(conninfo, {key: str(value) for key, value in fields.items()})
+
+    def describe(self) -> str:
+        host = self.fields.get("host") or self.fields.get("hostaddr") or "the default host"
+        port = self.fields.get("port") or "5432"
+        database = self.fields.get("dbname") or "the default database"
+        user = self.fields.get("user") or "the default role"
+        return f"PostgreSQL at {host}:{port} (database {database}, role {user})"
+
+    def password(self) -> str | None:
+        return self.fields.get("password") or None
+
+
+def _connect_kwargs(target: _Target, timeout: float) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"autocommit": True, "client_encoding": "UTF8"}
+    if "connect_timeout" not in target.fields:
+        # libpq counts whole seconds and treats anything below 2 as 2.
+        kwargs["connect_timeout"] = str(max(2, math.ceil(timeout)))
+    if "application_name" not in target.fields:
+        kwargs["application_name"] = _APPLICATION_NAME
+    return kwargs
+
+
+def _connect_failure(error: BaseException, target: _Target | None) -> StoreError:
+    """A StoreError saying why a connection could not be made and what to fix; the raw
+    libpq text is shown only with the password blanked, and never for a string that does
+    not parse (libpq may quote it)."""
+    where = target.describe() if target is not None else "PostgreSQL"
+    text = str(error)
+    lowered = text.lower()
+    if "password authentication failed" in lowered or "authentication failed" in lowered:
+        reason = "authentication failed: check the role name and password in the URL"
+    elif "no password supplied" in lowered or "password is required" in lowered:
+        reason = "the server wants a password and none was given: add it to the URL"
+    elif "no pg_hba.conf entry" in lowered:
+        reason = "pg_hba.conf has no entry for this client, role and database: ask the DBA"
+    elif "database" in lowered and "does not exist" in lowered:
+        reason = "the database does not exist: create it or fix the database name"
+    elif "role" in lowered and "does not exist" in lowered:
+        reason = "the role does not exist: create it or fix the role name"
+    elif "connection refused" in lowered:
+        reason = "connection refused: check that the server runs and the host and port"
+    elif "timeout" in lowered or "timed out" in lowered:
+        reason = "connecting timed out: check the host, port and firewall"
+    elif "could not translate host name" in lowered or "name or service not known" in lowered:
+        reason = "the host name does not resolve: fix the host"
+    elif "invalid" in lowered and ("port" in lowered or "option" in lowered):
+        reason = "a connection option is invalid (for example the port): fix the URL"
+    elif "too many" in lowered or "remaining connection slots" in lowered:
+        reason = "the server has no free connection slots: lower max_size or raise them"
+    else:
+        first = text.splitlines()[0] if text else type(error).__name__
+        password = target.password() if target is not None else None
+        if password:
+            first = first.replace(password, "***")
+        reason = f"{type(error).__name__}: {first}"
+    return StoreError(f"cannot connect to {where}: {reason}")
+
+
+def _server_refusal(error: psycopg.Error) -> str:
+    """Class name, SQLSTATE and the server's primary message, never its DETAIL line (which
+    may quote a value)."""
+    primary = error.diag.message_primary if error.sqlstate else None
+    text = primary or (str(error).splitlines() or [""])[0] or "no message"
+    return f"{type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}: {text}"
+
+
+def _definitely_not_applied(error: psycopg.Error) -> bool:
+    """Whether a write that raised ``error`` after it was sent surely was not applied: the
+    server answered with an ERROR (not FATAL or PANIC), which in autocommit rolls back the
+    statement's transaction, and not a cancellation or shutdown (class 57) or connection
+    exception (class 08), whose timing relative to the commit is unknown."""
+    sqlstate = error.sqlstate
+    if not sqlstate or sqlstate[:2] in ("08", "57"):
+        return False
+    return error.diag.severity_nonlocalized == "ERROR"
+
+
+def _alive(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection still looks usable, checked locally: nothing may
+    be readable on its socket (a terminated backend leaves an error message and EOF)."""
+    if connection.closed or connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
+
+
+def _idle(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    return (
+        not connection.closed
+        and connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
+class _Sql:
+    """The store's statements for one table, rendered once to bytes."""
+
+    def __init__(self, schema: str, table: str) -> None:
+        self.schema = schema
+        self.table = table
+        self.qualified_text = f'"{schema}"."{table}"'
+        qualified = sql.Identifier(schema, table)
+        index = sql.Identifier(f"{table}_status_updated")
+
+        def render(query: sql.Composable) -> bytes:
+            return query.as_string().encode()
+
+        self.insert = render(
+            sql.SQL(
+                "INSERT INTO {} (key, revision, status, updated_us, record) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
+            ).format(qualified)
+        )
+        self.update = render(
+            sql.SQL(
+                "UPDATE {} SET revision = %s, status = %s, updated_us = %s, record = %s "
+                "WHERE key = %s AND revision = %s"
+            ).format(qualified)
+        )
+        self.select = render(sql.SQL("SELECT record FROM {} WHERE key = %s").format(qualified))
+        self.lists: dict[tuple[bool, bool], bytes] = {}
+        for before in (False, True):
+            for after in (False, True):
+                conditions = [sql.SQL("status = ANY(%s)")]
+                if before:
+                    conditions.append(sql.SQL("updated_us < %s"))
+                if after:
+                    conditions.append(sql.SQL("key > %s"))
+                self.lists[before, after] = render(
+                    sql.SQL("SELECT key, record FROM {} WHERE {} ORDER BY key LIMIT %s").format(
+                        qualified, sql.SQL(" AND ").join(conditions)
+                    )
+                )
+        self.lock = render(sql.SQL("SELECT pg_advisory_xact_lock(%s)"))
+        digest = hashlib.sha256(f"{_APPLICATION_NAME}:{self.qualified_text}".encode()).digest()
+        self.lock_id = int.from_bytes(digest[:8], "big", signed=True)
+        self.ddl = [
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                'key TEXT COLLATE "C" PRIMARY KEY, '
+                "revision BIGINT NOT NULL CHECK (revision > 0), "
+                "status TEXT NOT NULL, "
+                "updated_us BIGINT NOT NULL, "
+                "record TEXT NOT NULL)"
+            ).format(qualified),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (status, updated_us)").format(
+                index, qualified
+            ),
+            sql.SQL("COMMENT ON TABLE {} IS {}").format(qualified, sql.Literal(LAYOUT_MARKER)),
+        ]
+        self.ddl_bytes = [render(statement) for statement in self.ddl]
+        self.inspect = render(
+            sql.SQL(
+                "SELECT current_setting('server_encoding'), current_setting('client_encoding'), "
+                "current_setting('synchronous_commit'), current_setting('fsync'), "
+                "current_user, n.oid IS NOT NULL, "
+                "has_schema_privilege(n.oid, 'USAGE'), has_schema_privilege(n.oid, 'CREATE'), "
+                "c.oid IS NOT NULL, obj_description(c.oid, 'pg_class'), "
+                "has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'), "
+                "has_table_privilege(c.oid, 'UPDATE') "
+                "FROM (SELECT to_regnamespace(%s)::oid AS oid) AS n "
+                "LEFT JOIN LATERAL (SELECT CASE WHEN has_schema_privilege(n.oid, 'USAGE') "
+                "THEN to_regclass(%s)::oid END AS oid) AS c ON true"
+            )
+        )
+
+    def schema_sql(self) -> str:
+        """The DDL, as one script a DBA can run (or put in a migration)."""
+        return ";\n".join(statement.as_string() for statement in self.ddl) + ";\n"
+
+
+@dataclass(frozen=True)
+class _Inspection:
+    encoding: str
+    client_encoding: str
+    synchronous_commit: str
+    fsync: str
+    role: str
+    schema_exists: bool
+    schema_usage: bool | None
+    schema_create: bool | None
+    table_exists: bool
+    marker: str | None
+    can_select: bool | None
+    can_insert: bool | None
+    can_update: bool | None
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> _Inspection:
+        return cls(*row)
+
+
+def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: bool) -> bool:
+    """Raise a StoreError saying what to fix, or return whether the table must be created."""
+    target = f"{statements.schema}.{statements.table}"
+    role = inspection.role
+    if inspection.encoding != "UTF8":
+        raise StoreError(
+            f"the database's encoding is {inspection.encoding}: the store needs a UTF8 "
+            f"database (CREATE DATABASE ... ENCODING 'UTF8')"
+        )
+    if inspection.client_encoding != "UTF8":
+        raise StoreError(
+            f"the connection's client_encoding is {inspection.client_encoding}: the store "
+            f"needs UTF8 (drop client_encoding from the URL, PGCLIENTENCODING or the role's "
+            f"settings)"
+        )
+    if durable and (inspection.synchronous_commit == "off" or inspection.fsync == "off"):
+        raise StoreError(
+            "the server is not durable (synchronous_commit or fsync is off), so an "
+            "acknowledged write could be lost in a crash: turn them on, or pass "
+            "durable=False to accept that"
+        )
+    if not inspection.schema_exists:
+        raise StoreError(
+            f"the schema {statements.schema} does not exist: create it, or pass schema= "
+            f"naming an existing one"
+        )
+    if not inspection.schema_usage:
+        raise StoreError(
+            f"the role {role} lacks USAGE on the schema {statements.schema}: "
+            f"GRANT USAGE ON SCHEMA {statements.schema} TO {role}"
+        )
+    if not inspection.table_exists:
+        if not create:
+            raise StoreError(
+                f"the table {target} does not exist and create_table=False: create it with "
+                f"the DDL of schema_sql()"
+            )
+        if not inspection.schema_create:
+            raise StoreError(
+                f"the table {target} does not exist and the role {role} may not create it "
+                f"(no CREATE on the schema {statements.schema}): run the DDL of "
+                f"schema_sql() as the schema's owner, or GRANT CREATE ON SCHEMA "
+                f"{statements.schema} TO {role}"
+            )
+        return True
+    if inspection.marker != LAYOUT_MARKER:
+        raise StoreError(
+            f"the table {target} exists but is not marked as a checkpoint table of layout "
+            f"{LAYOUT} (its comment is not {LAYOUT_MARKER!r}): pass another table name, or "
+            f"create it with the DDL of schema_sql()"
+        )
+    missing = [
+        name
+        for name, granted in (
+            ("SELECT", inspection.can_select),
+            ("INSERT", inspection.can_insert),
+            ("UPDATE", inspection.can_update),
+        )
+        if not granted
+    ]
+    if missing:
+        raise StoreError(
+            f"the role {role} lacks {', '.join(missing)} on the table {target}: "
+            f"GRANT SELECT, INSERT, UPDATE ON {target} TO {role}"
+        )
+    return False
+
+
+def _list_arguments(
+    statuses: object, updated_before_us: object, after_key: object, limit: object
+) -> tuple[list[str], int | None, str | None, int]:
+    """Check list_records' arguments (CheckpointError INVALID_ARGUMENT on any fault)."""
+    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be a collection of Status", field="statuses"
+        )
+    wanted: set[str] = set()
+    for status in statuses:
+        try:
+            wanted.add(Status(status).value)
+        except ValueError:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "must hold only Status values", field="statuses"
+            ) from None
+    if updated_before_us is not None and (
+        type(updated_before_us) is not int or not _BIGINT_MIN <= updated_before_us <= _BIGINT_MAX
+    ):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "must be None or an int that fits a signed 64-bit integer",
+            field="updated_before_us",
+        )
+    if after_key is not None:
+        check_key(after_key)
+    if type(limit) is not int or not 1 <= limit <= _BIGINT_MAX:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be an int of at least 1", field="limit"
+        )
+    return sorted(wanted), updated_before_us, after_key, limit  # type: ignore[return-value]
+
+
+def _list_query(
+    statements: _Sql,
+    wanted: list[str],
+    updated_before_us: int | None,
+    after_key: str | None,
+    limit: int,
+) -> tuple[bytes, tuple[Any, ...]]:
+    params: list[Any] = [wanted]
+    if updated_before_us is not None:
+        params.append(updated_before_us)
+    if after_key is not None:
+        params.append(after_key)
+    params.append(limit)
+    query = statements.lists[updated_before_us is not None, after_key is not None]
+    return query, tuple(params)
+
+
+def _summaries(rows: Sequence[tuple[str, str]]) -> list[RecordSummary]:
+    return [
+        RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=_CEILING))
+        for key, text in rows
+    ]
+
+
+def _create_params(key: str, record: Checkpoint) -> tuple[Any, ...]:
+    record = check_create(key, record)
+    return (
+        key,
+        record.revision,
+        record.status.value,
+        timestamp_microseconds(record.updated_at),
+        record.to_json(),
+    )
+
+
+def _swap_params(key: str, expected_revision: int, record: Checkpoint) -> tuple[Any, ...]:
+    record = check_swap(key, expected_revision, record)
+    return (
+        record.revision,
+        record.status.value,
+        timestamp_microseconds(record.updated_at),
+        record.to_json(),
+        key,
+        expected_revision,
+    )
+
+
+def _operation_failure(error: psycopg.Error, operation: _Operation, *, write: bool) -> StoreError:
+    """The StoreError for an operation that failed after its statement was sent."""
+    described = _server_refusal(error)
+    if write and not _definitely_not_applied(error):
+        return OutcomeUnknownError(
+            f"the {operation} was sent but its outcome is unknown ({described}): read the "
+            f"record back; it is either the old record or exactly the one written"
+        )
+    hint = ""
+    if error.sqlstate == "42501":
+        hint = ": grant SELECT, INSERT and UPDATE on the table to the store's role"
+    elif error.sqlstate == "42P01":
+        hint = ": the table is gone; recreate it with the DDL of schema_sql()"
+    applied = "; it was not applied" if write else ""
+    return StoreError(f"the {operation} failed ({described}){hint}{applied}")
+
+
+def _closed_error() -> StoreError:
+    return StoreError("the store is closed")
+
+
+# --- the synchronous store ---------------------------------------------------------------
+
+
+class PostgresStore:
+    """An :class:`~tool_execution_checkpoint.store.OperableCheckpointStore` in a PostgreSQL
+    table, over a psycopg_pool :class:`~psycopg_pool.ConnectionPool`. Thread-safe.
+
+    Args:
+        conninfo_or_pool: A ``postgresql://`` URL or libpq key=value string (the store
+            makes and owns a pool, closed by :meth:`close`), or a ``ConnectionPool`` the
+            caller owns (:meth:`close` leaves it open; borrowed connections are switched to
+            autocommit while the store uses them).
+        table: The table's name: lowercase letters, digits and underscores, at most 48
+            characters, starting with a letter or underscore.
+        schema: The schema holding the table (it must exist): the same rules, at most 63
+            characters.
+        connect_timeout: Seconds to wait for a connection, from the server or the pool.
+        min_size, max_size: The owned pool's size.
+        create_table: Create the table on first use if it is missing (needs CREATE on the
+            schema). With False, a missing table is a StoreError.
+        durable: Refuse a server with ``synchronous_commit`` or ``fsync`` off (the
+            default). Pass False only for tests and throwaway data.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for a bad argument, before anything is sent.
+    """
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | ConnectionPool[Any],
+        *,
+        table: str = "tec_checkpoint",
+        schema: str = "public",
+        connect_timeout: float = 5.0,
+        min_size: int = 1,
+        max_size: int = 10,
+        create_table: bool = True,
+        durable: bool = True,
+    ) -> None:
+        self._sql = _Sql(
+            _check_name(schema, _SCHEMA_NAME, "schema", 63),
+            _check_name(table, _TABLE_NAME, "table", 48),
+        )
+        self._timeout = _check_timeout(connect_timeout)
+        min_size, max_size = _check_sizes(min_size, max_size)
+        self._create_table = bool(create_table)
+        self._durable = bool(durable)
+        self._ready = False
+        self._closed = False
+        self._setup_lock = threading.Lock()
+        self._pool: ConnectionPool[Any]
+        if isinstance(conninfo_or_pool, ConnectionPool):
+            self._pool = conninfo_or_pool
+            self._owns_pool = False
+            pool_conninfo = conninfo_or_pool.conninfo
+            self._target = _Target.parse(pool_conninfo) if type(pool_conninfo) is str else None
+            self._attempts = (conninfo_or_pool.max_size or 1) + 1
+        else:
+            self._target = _Target.parse(conninfo_or_pool)
+            self._owns_pool = True
+            self._pool = ConnectionPool(
+                self._target.conninfo,
+                kwargs=_connect_kwargs(self._target, self._timeout),
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                timeout=self._timeout,
+                name=_APPLICATION_NAME,
+            )
+            self._attempts = max_size + 1
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresStore:
+        """A store owning a pool on ``url`` (``postgresql://user:password@host:port/db``);
+        ``options`` are the constructor's keyword arguments."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(table={self._sql.schema}.{self._sql.table})"
+
+    def schema_sql(self) -> str:
+        """The DDL that first use runs when the table is missing, for a DBA to run."""
+        return self._sql.schema_sql()
+
+    # --- connections ----------------------------------------------------------------------
+
+    def _connect_directly(self) -> psycopg.Connection[Any]:
+        assert self._target is not None
+        try:
+            return psycopg.connect(
+                self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
+            )
+        except psycopg.Error as error:
+            raise _connect_failure(error, self._target) from None
+
+    def _diagnose(self, error: BaseException) -> StoreError:
+        """Why no pooled connection came: try one direct connection for the reason."""
+        if self._target is not None:
+            try:
+                self._connect_directly().close()
+            except StoreError as reason:
+                return reason
+        return StoreError(
+            f"no database connection within {self._timeout:g} s ({type(error).__name__}): "
+            f"the pool is exhausted or the server is unreachable"
+        )
+
+    def _acquire(self) -> psycopg.Connection[Any]:
+        """A live pooled connection; a StoreError (nothing was sent) if there is none."""
+        deadline = monotonic() + self._timeout
+        for _ in range(self._attempts):
+            try:
+                connection: psycopg.Connection[Any] = self._pool.getconn(
+                    timeout=max(deadline - monotonic(), 0.001)
+                )
+            except PoolClosed:
+                raise _closed_error() from None
+            except (PoolTimeout, psycopg.Error) as error:
+                raise self._diagnose(error) from None
+            if _alive(connection):
+                return connection
+            connection.close()
+            self._pool.putconn(connection)
+        raise StoreError("every pooled connection tried was dead; nothing was sent")
+
+    def _release(self, connection: psycopg.Connection[Any]) -> None:
+        self._pool.putconn(connection)
+
+    def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        with self._setup_lock:
+            if self._closed:
+                raise _closed_error()
+            if self._ready:
+                return
+            if self._owns_pool:
+                with self._connect_directly() as connection:
+                    self._set_up(connection)
+                self._pool.open(wait=False)
+            else:
+                connection = self._acquire()
+                borrowed_without_autocommit = not connection.autocommit
+                try:
+                    if borrowed_without_autocommit:
+                        connection.autocommit = True
+                    self._set_up(connection)
+                finally:
+                    if borrowed_without_autocommit and _idle(connection):
+                        connection.autocommit = False
+                    self._release(connection)
+            self._ready = True
+
+    def _inspect(self, connection: psycopg.Connection[Any]) -> _Inspection:
+        row = connection.execute(
+            self._sql.inspect, (self._sql.schema, self._sql.qualified_text)
+        ).fetchone()
+        assert row is not None
+        return _Inspection.of(row)
+
+    def _set_up(self, connection: psycopg.Connection[Any]) -> None:
+        try:
+            create = _judge(
+                self._inspect(connection),
+                self._sql,
+                durable=self._durable,
+                create=self._create_table,
+            )
+            if create:
+                with connection.transaction():
+                    connection.execute(self._sql.lock, (self._sql.lock_id,))
+                    for statement in self._sql.ddl_bytes:
+                        connection.execute(statement)
+                _judge(self._inspect(connection), self._sql, durable=self._durable, create=False)
+        except psycopg.Error as error:
+            raise StoreError(
+                f"setting up the table {self._sql.schema}.{self._sql.table} failed "
+                f"({_server_refusal(error)}); nothing was written"
+            ) from None
+
+    # --- the operations ---------------------------------------------------------------------
+
+    def _execute(
+        self, operation: _Operation, query: bytes, params: tuple[Any, ...], *, write: bool
+    ) -> tuple[int, list[Any]]:
+        """Send one statement on one pooled connection: one round trip. Return the row
+        count of a write, or the rows of a read."""
+        if self._closed:
+            raise _closed_error()
+        self._ensure_ready()
+        connection = self._acquire()
+        borrowed_without_autocommit = not connection.autocommit
+        try:
+            if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
+                connection.autocommit = True
+            cursor = connection.execute(query, params, prepare=False)
+            return cursor.rowcount, [] if write else cursor.fetchall()
+        except psycopg.Error as error:
+            raise _operation_failure(error, operation, write=write) from None
+        finally:
+            if borrowed_without_autocommit and _idle(connection):
+                connection.autocommit = False
+            self._release(connection)
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """Insert ``record`` under ``key`` if no row is there (one INSERT ... ON CONFLICT
+        DO NOTHING); return whether it inserted.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT for a bad key or a record not at revision 1.
+            OutcomeUnknownError: the INSERT was sent and its outcome is unknown.
+            StoreError: it failed and was not applied.
+        """
+        params = _create_params(key, record)
+        count, _ = self._execute("create", self._sql.insert, params, write=True)
+        return count == 1
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        """Return a fresh mapping of the record stored under ``key`` (exactly the JSON
+        that was written), or None.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT for a bad key.
+            StoreError: the read failed.
+        """
+        check_key(key)
+        _, rows = self._execute("get", self._sql.select, (key,), write=False)
+        if not rows:
+            return None
+        loaded: dict[str, Any] = json.loads(rows[0][0])
+        return loaded
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """Replace the row under ``key`` with ``record`` if its revision is still
+        ``expected_revision`` (one UPDATE ... WHERE key AND revision); return whether it
+        did.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT for a bad key, or a record whose revision is
+                not ``expected_revision + 1``.
+            OutcomeUnknownError: the UPDATE was sent and its outcome is unknown: read back.
+            StoreError: it failed and was not applied.
+        """
+        params = _swap_params(key, expected_revision, record)
+        count, _ = self._execute("compare-and-swap", self._sql.update, params, write=True)
+        return count == 1
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """Records in any of ``statuses`` last updated before ``updated_before_us``
+        (microseconds since the epoch; None for any time), in key order (code points),
+        starting after ``after_key``, at most ``limit`` of them. Page by passing the last
+        key back. Filters on the ``status`` and ``updated_us`` columns.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT for bad arguments (``limit`` below 1
+                included); INVALID_CHECKPOINT if a stored record is broken.
+            StoreError: the read failed.
+        """
+        wanted, before, after, count = _list_arguments(
+            statuses, updated_before_us, after_key, limit
+        )
+        if not wanted:
+            return []
+        query, params = _list_query(self._sql, wanted, before, after, count)
+        _, rows = self._execute("list", query, params, write=False)
+        return _summaries(rows)
+
+    def close(self) -> None:
+        """Close the pool if the store made it; later operations raise StoreError."""
+        with self._setup_lock:
+            self._closed = True
+        if self._owns_pool:
+            self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_store(url: str) -> PostgresStore:
+    """``PostgresStore.from_url(url)``: a factory by module path (``module:callable``) for
+    tools that build a store in another process."""
+    return PostgresStore.from_url(url)
+
+
+# --- the asyncio store -------------------------------------------------------------------
+
+
+class AsyncPostgresStore:
+    """The asyncio twin of :class:`PostgresStore`, over psycopg_pool's
+    :class:`~psycopg_pool.AsyncConnectionPool`, with the same arguments, contract and
+    errors. Its operations are coroutines; close it with :meth:`aclose`. Use it from one
+    event loop: the one its first operation runs on (its pool lives there)."""
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | AsyncConnectionPool[Any],
+        *,
+        table: str = "tec_checkpoint",
+        schema: str = "public",
+        connect_timeout: float = 5.0,
+        min_size: int = 1,
+        max_size: int = 10,
+        create_table: bool = True,
+        durable: bool = True,
+    ) -> None:
+        self._sql = _Sql(
+            _check_name(schema, _SCHEMA_NAME, "schema", 63),
+            _check_name(table, _TABLE_NAME, "table", 48),
+        )
+        self._timeout = _check_timeout(connect_timeout)
+        min_size, max_size = _check_sizes(min_size, max_size)
+        self._create_table = bool(create_table)
+        self._durable = bool(durable)
+        self._ready = False
+        self._closed = False
+        self._setup_lock: asyncio.Lock | None = None
+        self._pool: AsyncConnectionPool[Any]
+        if isinstance(conninfo_or_pool, AsyncConnectionPool):
+            self._pool = conninfo_or_pool
+            self._owns_pool = False
+            pool_conninfo = conninfo_or_pool.conninfo
+            self._target = _Target.parse(pool_conninfo) if type(pool_conninfo) is str else None
+            self._attempts = (conninfo_or_pool.max_size or 1) + 1
+        else:
+            self._target = _Target.parse(conninfo_or_pool)
+            self._owns_pool = True
+            self._pool = AsyncConnectionPool(
+                self._target.conninfo,
+                kwargs=_connect_kwargs(self._target, self._timeout),
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                timeout=self._timeout,
+                name=_APPLICATION_NAME,
+            )
+            self._attempts = max_size + 1
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncPostgresStore:
+        """A store owning a pool on ``url``; ``options`` are the constructor's keyword
+        arguments."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresStore(table={self._sql.schema}.{self._sql.table})"
+
+    def schema_sql(self) -> str:
+        """The DDL that first use runs when the table is missing, for a DBA to run."""
+        return self._sql.schema_sql()
+
+    # --- connections ----------------------------------------------------------------------
+
+    async def _connect_directly(self) -> psycopg.AsyncConnection[Any]:
+        assert self._target is not None
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
+            )
+        except psycopg.Error as error:
+            raise _connect_failure(error, self._target) from None
+
+    async def _diagnose(self, error: BaseException) -> StoreError:
+        if self._target is not None:
+            try:
+                await (await self._connect_directly()).close()
+            except StoreError as reason:
+                return reason
+        return StoreError(
+            f"no database connection within {self._timeout:g} s ({type(error).__name__}): "
+            f"the pool is exhausted or the server is unreachable"
+        )
+
+    async def _acquire(self) -> psycopg.AsyncConnection[Any]:
+        deadline = monotonic() + self._timeout
+        for _ in range(self._attempts):
+            try:
+                connection: psycopg.AsyncConnection[Any] = await self._pool.getconn(
+                    timeout=max(deadline - monotonic(), 0.001)
+                )
+            except PoolClosed:
+                raise _closed_error() from None
+            except (PoolTimeout, psycopg.Error) as error:
+                raise await self._diagnose(error) from None
+            if _alive(connection):
+                return connection
+            await connection.close()
+            await self._pool.putconn(connection)
+        raise StoreError("every pooled connection tried was dead; nothing was sent")
+
+    async def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        if self._setup_lock is None:
+            self._setup_lock = asyncio.Lock()
+        async with self._setup_lock:
+            if self._closed:
+                raise _closed_error()
+            if self._ready:
+                return
+            if self._owns_pool:
+                async with await self._connect_directly() as connection:
+                    await self._set_up(connection)
+                await self._pool.open(wait=False)
+            else:
+                connection = await self._acquire()
+                borrowed_without_autocommit = not connection.autocommit
+                try:
+                    if borrowed_without_autocommit:
+                        await connection.set_autocommit(True)
+                    await self._set_up(connection)
+                finally:
+                    if borrowed_without_autocommit and _idle(connection):
+                        await connection.set_autocommit(False)
+                    await self._pool.putconn(connection)
+            self._ready = True
+
+    async def _inspect(self, connection: psycopg.AsyncConnection[Any]) -> _Inspection:
+        cursor = await connection.execute(
+            self._sql.inspect, (self._sql.schema, self._sql.qualified_text)
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return _Inspection.of(row)
+
+    async def _set_up(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            create = _judge(
+                await self._inspect(connection),
+                self._sql,
+                durable=self._durable,
+                create=self._create_table,
+            )
+            if create:
+                async with connection.transaction():
+                    await connection.execute(self._sql.lock, (self._sql.lock_id,))
+                    for statement in self._sql.ddl_bytes:
+                        await connection.execute(statement)
+                _judge(
+                    await self._inspect(connection), self._sql, durable=self._durable, create=False
+                )
+        except psycopg.Error as error:
+            raise StoreError(
+                f"setting up the table {self._sql.schema}.{self._sql.table} failed "
+                f"({_server_refusal(error)}); nothing was written"
+            ) from None
+
+    # --- the operations ---------------------------------------------------------------------
+
+    async def _execute(
+        self, operation: _Operation, query: bytes, params: tuple[Any, ...], *, write: bool
+    ) -> tuple[int, list[Any]]:
+        """See :meth:`PostgresStore._execute`."""
+        if self._closed:
+            raise _closed_error()
+        await self._ensure_ready()
+        connection = await self._acquire()
+        borrowed_without_autocommit = not connection.autocommit
+        try:
+            if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
+                await connection.set_autocommit(True)
+            cursor = await connection.execute(query, params, prepare=False)
+            return cursor.rowcount, [] if write else await cursor.fetchall()
+        except psycopg.Error as error:
+            raise _operation_failure(error, operation, write=write) from None
+        finally:
+            if borrowed_without_autocommit and _idle(connection):
+                await connection.set_autocommit(False)
+            await self._pool.putconn(connection)
+
+    async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        """See :meth:`PostgresStore.create_if_absent`."""
+        params = _create_params(key, record)
+        count, _ = await self._execute("create", self._sql.insert, params, write=True)
+        return count == 1
+
+    async def get(self, key: str) -> Mapping[str, Any] | None:
+        """See :meth:`PostgresStore.get`."""
+        check_key(key)
+        _, rows = await self._execute("get", self._sql.select, (key,), write=False)
+        if not rows:
+            return None
+        loaded: dict[str, Any] = json.loads(rows[0][0])
+        return loaded
+
+    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        """See :meth:`PostgresStore.compare_and_swap`."""
+        params = _swap_params(key, expected_revision, record)
+        count, _ = await self._execute("compare-and-swap", self._sql.update, params, write=True)
+        return count == 1
+
+    async def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """See :meth:`PostgresStore.list_records`."""
+        wanted, before, after, count = _list_arguments(
+            statuses, updated_before_us, after_key, limit
+        )
+        if not wanted:
+            return []
+        query, params = _list_query(self._sql, wanted, before, after, count)
+        _, rows = await self._execute("list", query, params, write=False)
+        return _summaries(rows)
+
+    async def aclose(self) -> None:
+        """Close the pool if the store made it; later operations raise StoreError."""
+        self._closed = True
+        if self._owns_pool:
+            await self._pool.close()
+
+    async def __aenter__(self) -> AsyncPostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def open_async_store(url: str) -> AsyncPostgresStore:
+    """``AsyncPostgresStore.from_url(url)``, by module path."""
+    return AsyncPostgresStore.from_url(url)
