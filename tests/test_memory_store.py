@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tool_execution_checkpoint.memory import MemoryStore
-from tool_execution_checkpoint.testing import StoreConformance
+from tool_execution_checkpoint.testing import OperableStoreConformance
 
 
-class TestMemoryStore(StoreConformance):
+class TestMemoryStore(OperableStoreConformance):
     def make_store(self) -> MemoryStore:
         return MemoryStore()

@@ -66,7 +66,11 @@ from tool_execution_checkpoint.postgres import (
     open_store,
 )
 from tool_execution_checkpoint.store import OperableCheckpointStore
-from tool_execution_checkpoint.testing import StoreConformance, SyncStoreAdapter, active_profile
+from tool_execution_checkpoint.testing import (
+    OperableStoreConformance,
+    SyncStoreAdapter,
+    active_profile,
+)
 from tool_execution_checkpoint.testing.processes import kill_storm
 from tool_execution_checkpoint.transitions import Transition
 from tool_execution_checkpoint.validation import JSONValue, timestamp_microseconds
@@ -127,7 +131,7 @@ class ClosingAdapter(SyncStoreAdapter):
             super().close()
 
 
-class TestPostgresStore(StoreConformance):
+class TestPostgresStore(OperableStoreConformance):
     """The whole suite (plain checks, model-based harness with faults, 8 real threads) on
     a store that owns its pool, a fresh table per store."""
 
@@ -149,7 +153,7 @@ class TestPostgresStore(StoreConformance):
         return store
 
 
-class TestPostgresStoreOnACallersPool(StoreConformance):
+class TestPostgresStoreOnACallersPool(OperableStoreConformance):
     """The suite again on stores sharing a pool the caller owns (close leaves it open)."""
 
     harness_examples = max(1, PROFILE_EXAMPLES // 6)
@@ -174,7 +178,7 @@ class TestPostgresStoreOnACallersPool(StoreConformance):
         return store
 
 
-class TestAsyncPostgresStore(StoreConformance):
+class TestAsyncPostgresStore(OperableStoreConformance):
     """The suite on AsyncPostgresStore through the adapter (its own loop and thread)."""
 
     harness_examples = max(1, PROFILE_EXAMPLES // 6)

@@ -49,7 +49,11 @@ from tool_execution_checkpoint.sqlite import (
     SQLiteStoreError,
 )
 from tool_execution_checkpoint.store import OperableCheckpointStore
-from tool_execution_checkpoint.testing import StoreConformance, active_profile, read_back_landed
+from tool_execution_checkpoint.testing import (
+    OperableStoreConformance,
+    active_profile,
+    read_back_landed,
+)
 from tool_execution_checkpoint.testing.processes import kill_storm
 
 NOW = "2026-01-01T00:00:00Z"
@@ -66,7 +70,7 @@ def _raw(path: Path) -> sqlite3.Connection:
 # --- the conformance suite, sync and async -----------------------------------------------
 
 
-class TestSQLiteStore(StoreConformance):
+class TestSQLiteStore(OperableStoreConformance):
     """Each store is on a new file in the test's directory, closed after the test. Every
     write waits for an fsync, so the harness runs half the profile's examples (150 by
     default; TOOL_CHECKPOINT_HARNESS=thorough runs 2,500)."""
@@ -88,7 +92,7 @@ class TestSQLiteStore(StoreConformance):
         return store
 
 
-class TestAsyncSQLiteStore(StoreConformance):
+class TestAsyncSQLiteStore(OperableStoreConformance):
     """The async store through the suite's adapter, on a new file per store; a quarter of
     the profile's examples, since it runs the same SQLiteStore underneath."""
 

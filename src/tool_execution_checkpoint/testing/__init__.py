@@ -15,7 +15,7 @@ Then, in a test file::
 """
 
 from .adapters import SyncStoreAdapter, as_sync_store
-from .conformance import StoreConformance, read_back_landed
+from .conformance import OperableStoreConformance, StoreConformance, read_back_landed
 from .faults import Fault, FaultyStore
 from .harness import Outcome, ProtocolMachine, Step, Worker, protocol_machine
 from .profiles import PROFILES, HarnessProfile, active_profile
@@ -26,6 +26,7 @@ __all__ = [
     "Fault",
     "FaultyStore",
     "HarnessProfile",
+    "OperableStoreConformance",
     "Outcome",
     "ProtocolMachine",
     "Step",

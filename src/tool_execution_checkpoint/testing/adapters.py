@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Collection, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from ..records import Checkpoint
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..store import AsyncCheckpointStore, CheckpointStore, RecordSummary
+from ..table import Status
 
 __all__ = ["SyncStoreAdapter", "as_sync_store"]
 
@@ -47,6 +48,24 @@ class SyncStoreAdapter:
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """See :meth:`CheckpointStore.compare_and_swap`."""
         return self.run(self.inner.compare_and_swap(key, expected_revision, record))
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        """See :meth:`OperableCheckpointStore.list_records` (the async store must offer
+        ``list_records`` too)."""
+        listing = getattr(self.inner, "list_records", None)
+        if listing is None:
+            raise TypeError("the async store has no list_records")
+        found: list[RecordSummary] = self.run(
+            listing(statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit)
+        )
+        return found
 
     def close(self) -> None:
         """Close the async store, then stop the loop. Closing twice does nothing."""

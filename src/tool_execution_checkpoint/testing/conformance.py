@@ -25,17 +25,29 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from ..errors import CheckpointError, ErrorCode
-from ..records import Binding
-from ..store import CheckpointStore, checkpoint_key
-from ..table import Status
-from ..transitions import claim_execution, create_checkpoint, decide_checkpoint
+from ..memory import MemoryStore
+from ..operations import prune_delivered
+from ..records import Binding, Checkpoint
+from ..store import CheckpointStore, OperableCheckpointStore, checkpoint_key
+from ..table import Action, Status
+from ..transitions import (
+    Transition,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    decide_checkpoint,
+    mark_execution_uncertain,
+)
+from ..validation import timestamp_microseconds
 from .adapters import as_sync_store
 from .faults import Fault, FaultyStore
 from .harness import ProtocolMachine, protocol_machine
 from .profiles import active_profile
 from .stress import threaded_stress
 
-__all__ = ["StoreConformance", "read_back_landed"]
+__all__ = ["OperableStoreConformance", "StoreConformance", "read_back_landed"]
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -196,3 +208,94 @@ class StoreConformance:
         assert max(report.executions.values()) == 1, "a tool ran more than once"
         assert len(report.executions) == self.stress_keys
         assert max(report.deliveries.values()) == 1
+
+
+def _drive(store: CheckpointStore, binding: Binding, target: Status, at: str) -> None:
+    """Create the record for ``binding`` and move it to ``target`` through the table's
+    transitions, each written by CAS (the shortest way, owned ids, a small payload)."""
+    key = checkpoint_key(binding)
+    record = create_checkpoint(binding, created_at=at)
+    assert store.create_if_absent(key, record)
+    steps: dict[Status, list[Callable[[Checkpoint], Transition]]] = {
+        Status.EXECUTING: [lambda r: claim_execution(r, attempt_id="a", at=at)],
+        Status.UNCERTAIN: [
+            lambda r: claim_execution(r, attempt_id="a", at=at),
+            lambda r: mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out"),
+        ],
+        Status.COMPLETED: [
+            lambda r: claim_execution(r, attempt_id="a", at=at),
+            lambda r: complete_execution(r, attempt_id="a", at=at, result={"n": 1}),
+        ],
+    }
+    steps[Status.DELIVERING] = [
+        *steps[Status.COMPLETED],
+        lambda r: claim_delivery(r, delivery_id="d", at=at),
+    ]
+    steps[Status.DELIVERED] = [
+        *steps[Status.DELIVERING],
+        lambda r: complete_delivery(r, delivery_id="d", at=at),
+    ]
+    for step in steps.get(target, []):
+        transition = step(record)
+        assert store.compare_and_swap(key, transition.expected_revision, transition.next)
+        record = transition.next
+
+
+class OperableStoreConformance(StoreConformance):
+    """StoreConformance plus the operator's listing and pruning, for stores that offer
+    ``list_records`` (every store of this package does)."""
+
+    OLD: ClassVar[str] = "2026-01-01T00:00:00Z"
+    NEW: ClassVar[str] = "2026-06-01T00:00:00Z"
+
+    def _filled(self) -> tuple[CheckpointStore, MemoryStore, list[Binding]]:
+        store, model = self._store(), MemoryStore()
+        bindings = []
+        for index, (status, stamp) in enumerate(
+            (status, stamp) for status in Status for stamp in (self.OLD, self.NEW)
+        ):
+            binding = self._binding(f"call-{index:02d}-é")
+            for target in (store, model):
+                _drive(target, binding, status, stamp)
+            bindings.append(binding)
+        return store, model, bindings
+
+    def test_list_records_matches_the_model(self) -> None:
+        store, model, _ = self._filled()
+        assert isinstance(store, OperableCheckpointStore)
+        cutoff = timestamp_microseconds("2026-03-01T00:00:00Z")
+        queries: list[tuple[list[Status], int | None]] = [
+            (list(Status), None),
+            ([Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING], cutoff),
+            ([Status.DELIVERED], None),
+            ([], None),
+        ]
+        for statuses, before in queries:
+            expected = model.list_records(statuses, updated_before_us=before)
+            assert store.list_records(statuses, updated_before_us=before) == expected
+        pages, after = [], None
+        while page := store.list_records(list(Status), after_key=after, limit=3):
+            assert len(page) <= 3
+            pages += page
+            after = page[-1].key
+        assert pages == model.list_records(list(Status))
+
+    def test_prune_drops_only_old_delivered_payloads_and_keeps_tombstones(self) -> None:
+        store, model, bindings = self._filled()
+        assert isinstance(store, OperableCheckpointStore)
+        before = {checkpoint_key(b): store.get(checkpoint_key(b)) for b in bindings}
+        month = 30 * 86_400 * 1_000_000
+        pruned = prune_delivered(store, retention_us=month, at="2026-06-02T00:00:00Z")
+        assert pruned == prune_delivered(model, retention_us=month, at="2026-06-02T00:00:00Z")
+        assert pruned == 1
+        for binding in bindings:
+            key = checkpoint_key(binding)
+            after = store.get(key)
+            assert after == model.get(key)
+            assert after is not None
+            if after != before[key]:
+                assert after["status"] == "delivered"
+                assert after["result"]["payload"] is None
+                assert decide_checkpoint(after, binding).action is Action.NONE
+                replay = create_checkpoint(binding, created_at="2026-06-03T00:00:00Z")
+                assert store.create_if_absent(key, replay) is False
