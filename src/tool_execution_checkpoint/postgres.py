@@ -77,6 +77,7 @@ from .store import (
     StoreError,
     check_create,
     check_key,
+    check_listing,
     check_swap,
 )
 from .table import TABLE, Status
@@ -438,34 +439,22 @@ def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: 
 def _list_arguments(
     statuses: object, updated_before_us: object, after_key: object, limit: object
 ) -> tuple[list[str], int | None, str | None, int]:
-    """Check list_records' arguments (CheckpointError INVALID_ARGUMENT on any fault)."""
-    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT, "must be a collection of Status", field="statuses"
-        )
-    wanted: set[str] = set()
-    for status in statuses:
-        try:
-            wanted.add(Status(status).value)
-        except ValueError:
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT, "must hold only Status values", field="statuses"
-            ) from None
-    if updated_before_us is not None and (
-        type(updated_before_us) is not int or not _BIGINT_MIN <= updated_before_us <= _BIGINT_MAX
-    ):
+    """Check list_records' arguments (CheckpointError INVALID_ARGUMENT on any fault):
+    the checks every store shares, then the bounds of PostgreSQL's BIGINT."""
+    listing = check_listing(statuses, updated_before_us, after_key, limit)
+    before = listing.updated_before_us
+    if before is not None and not _BIGINT_MIN <= before <= _BIGINT_MAX:
         raise CheckpointError(
             ErrorCode.INVALID_ARGUMENT,
             "must be None or an int that fits a signed 64-bit integer",
             field="updated_before_us",
         )
-    if after_key is not None:
-        check_key(after_key)
-    if type(limit) is not int or not 1 <= limit <= _BIGINT_MAX:
+    if listing.limit > _BIGINT_MAX:
         raise CheckpointError(
             ErrorCode.INVALID_ARGUMENT, "must be an int of at least 1", field="limit"
         )
-    return sorted(wanted), updated_before_us, after_key, limit  # type: ignore[return-value]
+    wanted = sorted(status.value for status in listing.statuses)
+    return wanted, before, listing.after_key, listing.limit
 
 
 def _list_query(

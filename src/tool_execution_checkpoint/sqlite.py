@@ -58,6 +58,7 @@ from .store import (
     StoreError,
     check_create,
     check_key,
+    check_listing,
     check_swap,
 )
 from .table import Status
@@ -565,14 +566,9 @@ class SQLiteStore:
         Raises CheckpointError INVALID_ARGUMENT for a ``statuses`` that is a str or holds
         something that is not a status, a ``limit`` below 1, or an argument of the wrong
         type."""
-        wanted = _status_values(statuses)
-        before = _optional_int(updated_before_us, "updated_before_us")
-        if after_key is not None and (type(after_key) is not str or not _encodable(after_key)):
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT, "must be a str or None", field="after_key"
-            )
-        if type(limit) is not int or limit < 1:
-            raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be an int >= 1", field="limit")
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        wanted = sorted(status.value for status in listing.statuses)
+        before, after_key, limit = listing.updated_before_us, listing.after_key, listing.limit
         if not wanted or (before is not None and before <= _INT64_MIN):
             return []
         parameters: list[object] = [*wanted]
@@ -650,36 +646,6 @@ def _stored_status(value: object) -> Status:
         raise CheckpointError(
             ErrorCode.INVALID_CHECKPOINT, "the stored status column is not a status", field="status"
         ) from None
-
-
-def _status_values(statuses: object) -> list[str]:
-    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT, "must be a collection of Status", field="statuses"
-        )
-    values: set[str] = set()
-    for status in statuses:
-        try:
-            values.add(Status(status).value)
-        except (TypeError, ValueError):
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT, "must hold only Status values", field="statuses"
-            ) from None
-    return sorted(values)
-
-
-def _optional_int(value: object, field: str) -> int | None:
-    if value is not None and type(value) is not int:
-        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be an int or None", field=field)
-    return value
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class AsyncSQLiteStore:

@@ -183,8 +183,8 @@ def check_listing(
     Raises:
         CheckpointError: INVALID_ARGUMENT for ``statuses`` that is a str or not a
             collection of Status values, an ``updated_before_us`` that is not an int or
-            None, an ``after_key`` that is not a str (without lone surrogates) or None, or
-            a ``limit`` that is not an int of at least 1.
+            None, an ``after_key`` that is not a valid key or None, or a ``limit`` that is
+            not an int of at least 1.
     """
 
     def refuse(field: str, detail: str) -> CheckpointError:
@@ -199,12 +199,7 @@ def check_listing(
     if updated_before_us is not None and type(updated_before_us) is not int:
         raise refuse("updated_before_us", "must be an int or None")
     if after_key is not None:
-        if type(after_key) is not str:
-            raise refuse("after_key", "must be a str or None")
-        try:
-            after_key.encode("utf-8")
-        except UnicodeEncodeError:
-            raise refuse("after_key", "must not hold lone surrogates") from None
+        check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
     if type(limit) is not int or limit < 1:
         raise refuse("limit", "must be an int of at least 1")
     return Listing(wanted, updated_before_us, after_key, limit)
