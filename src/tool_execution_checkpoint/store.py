@@ -198,11 +198,12 @@ def check_listing(
         raise refuse("statuses", "must hold only Status values") from None
     if updated_before_us is not None and type(updated_before_us) is not int:
         raise refuse("updated_before_us", "must be an int or None")
+    after = None
     if after_key is not None:
-        check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
+        after = check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
     if type(limit) is not int or limit < 1:
         raise refuse("limit", "must be an int of at least 1")
-    return Listing(wanted, updated_before_us, after_key, limit)
+    return Listing(wanted, updated_before_us, after, limit)
 
 
 def check_key(key: object) -> str:
