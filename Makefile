@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/harness_speed.py --json benchmarks/results-harness.json
 	$(BIN)/python benchmarks/store_sqlite.py --json benchmarks/results-sqlite.json
 	$(BIN)/python benchmarks/store_postgres.py --json benchmarks/results-postgres.json
+	$(BIN)/python benchmarks/store_redis.py --json benchmarks/results-redis.json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
