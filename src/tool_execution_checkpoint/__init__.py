@@ -10,6 +10,7 @@ package is its pure, I/O-free core.
 from .errors import CheckpointError, ErrorCode
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .runner import RunOutcome, RunStatus, run_once
 from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .store import (
     AsyncCheckpointStore,
@@ -54,6 +55,8 @@ __all__ = [
     "OutcomeUnknownError",
     "RecordLike",
     "Result",
+    "RunOutcome",
+    "RunStatus",
     "SQLiteStore",
     "Status",
     "StoreError",
@@ -69,6 +72,7 @@ __all__ = [
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",
+    "run_once",
     "validate_checkpoint",
 ]
 
