@@ -8,6 +8,7 @@ package is its pure, I/O-free core.
 """
 
 from .errors import CheckpointError, ErrorCode
+from .fingerprint import fingerprint
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import RunOutcome, RunStatus, run_once
@@ -69,6 +70,7 @@ __all__ = [
     "complete_execution",
     "create_checkpoint",
     "decide_checkpoint",
+    "fingerprint",
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",

@@ -21,6 +21,7 @@ __all__ = [
     "TIMESTAMP_PATTERN",
     "JSONValue",
     "check_identifier",
+    "check_json_shape",
     "check_max_payload_bytes",
     "check_reason",
     "check_timestamp",
@@ -195,6 +196,12 @@ def _walk(value: object, field: str) -> None:
             raise CheckpointError(ErrorCode.PAYLOAD_NOT_JSON, "is NaN or an infinity", field=field)
     elif not (kind is str or kind is int or kind is bool or value is None):
         raise refuse_type(kind)
+
+
+def check_json_shape(value: object, field: str) -> None:
+    """Refuse anything but plain JSON types, and pass the depth or value-count limit
+    (PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED naming ``field``)."""
+    _walk(value, field)
 
 
 def encode_payload(value: object, max_payload_bytes: int, field: str) -> tuple[str, int]:
