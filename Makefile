@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## demo: the README's quick start, run as a script
+## demo: on the embedded SQLite store, the tool runs once, the POST fails, the host
+## restarts, and recovery delivers the stored result without running the tool again
 demo: $(STAMP)
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/python -m tool_execution_checkpoint demo
 
 ## test: ruff, mypy --strict and the whole pytest suite (PostgreSQL and Redis are installed
 ## from Debian's packages when missing, and the tests start their own servers on loopback)
