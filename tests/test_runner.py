@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Mapping
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from test_store import AsyncMemoryStore
 from tool_execution_checkpoint import (
     Binding,
     Checkpoint,
@@ -20,7 +22,7 @@ from tool_execution_checkpoint import (
     StoreError,
     checkpoint_key,
 )
-from tool_execution_checkpoint.runner import RunStatus, run_once
+from tool_execution_checkpoint.runner import RunOutcome, RunStatus, run_once, run_once_async
 
 BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
 SECRET = "SECRET-a1b2c3"
@@ -221,3 +223,35 @@ def test_logs_name_the_call_and_status_never_the_payload(caplog: pytest.LogCaptu
     assert "call_id=call-1" in caplog.text
     assert "status=delivered" in caplog.text
     assert SECRET not in caplog.text
+
+
+def test_the_async_twin_follows_the_same_protocol() -> None:
+    store = AsyncMemoryStore()
+    runs: list[int] = []
+    sent: list[Any] = []
+
+    async def tool() -> Mapping[str, int]:
+        runs.append(1)
+        return {"n": len(runs)}
+
+    async def refuse(payload: Any) -> None:
+        del payload
+        raise ConnectionRefusedError("down")
+
+    async def accept(payload: Any) -> None:
+        sent.append(payload)
+
+    async def scenario() -> list[RunOutcome]:
+        first = await run_once_async(store, BINDING, tool, refuse)
+        crowd = await asyncio.gather(
+            *(run_once_async(store, BINDING, tool, accept) for _ in range(8))
+        )
+        return [first, *crowd]
+
+    first, *crowd = asyncio.run(scenario())
+    assert (first.status, first.ran_tool) == (RunStatus.DELIVERY_FAILED, True)
+    assert runs == [1]
+    assert sent == [{"n": 1}]
+    statuses = [outcome.status for outcome in crowd]
+    assert statuses.count(RunStatus.DELIVERED_STORED_RESULT) == 1
+    assert not any(outcome.ran_tool for outcome in crowd)

@@ -11,7 +11,7 @@ from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
-from .runner import RunOutcome, RunStatus, run_once
+from .runner import RunOutcome, RunStatus, run_once, run_once_async
 from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .store import (
     AsyncCheckpointStore,
@@ -75,6 +75,7 @@ __all__ = [
     "prune_result",
     "release_delivery",
     "run_once",
+    "run_once_async",
     "validate_checkpoint",
 ]
 

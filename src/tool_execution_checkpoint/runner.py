@@ -1,4 +1,4 @@
-"""run_once: the host protocol done right in one call, on any store.
+"""run_once and run_once_async: the host protocol done right in one call, on any store.
 
 It creates the checkpoint if absent, decides, claims, runs the tool only after its claim's
 compare-and-swap was confirmed, stores the exact result, claims the delivery, delivers the
@@ -6,22 +6,24 @@ stored payload and records the outcome. Every write whose outcome is unknown is 
 reading the record back (the next record carries this call's own attempt or delivery id,
 so the read is exact); a write that did not land sends the call back to decide. Nothing
 is ever done on an unconfirmed swap.
+
+The protocol is written once, without I/O, as a generator of requests; ``run_once`` and
+``run_once_async`` only perform them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from .errors import CheckpointError
 from .records import Binding, Checkpoint
-from .store import CheckpointStore, StoreError, checkpoint_key
+from .store import AsyncCheckpointStore, CheckpointStore, StoreError, checkpoint_key
 from .table import TABLE, Action
 from .transitions import (
     Transition,
@@ -36,7 +38,7 @@ from .transitions import (
 )
 from .validation import JSONValue
 
-__all__ = ["RunOutcome", "RunStatus", "default_error_payload", "run_once"]
+__all__ = ["RunOutcome", "RunStatus", "default_error_payload", "run_once", "run_once_async"]
 
 LOGGER = logging.getLogger("tool_execution_checkpoint")
 _ROUNDS = 4
@@ -88,11 +90,46 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-@dataclass
-class _Call:
-    store: CheckpointStore
+# --- the protocol, without I/O ---------------------------------------------------------
+#
+# _protocol is a generator: it yields what it needs done (a store operation, the tool
+# call, the delivery) and is sent the answer; a driver does the I/O, synchronously
+# (run_once) or with asyncio (run_once_async). Store failures come back as the exception.
+
+
+@dataclass(frozen=True, slots=True)
+class _Create:
+    record: Checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class _Get:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Swap:
+    transition: Transition
+
+
+@dataclass(frozen=True, slots=True)
+class _RunTool:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Deliver:
+    payload: JSONValue
+
+
+_Request = _Create | _Get | _Swap | _RunTool | _Deliver
+_Protocol = Generator[_Request, Any, RunOutcome]
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
     binding: Binding
-    key: str
+    on_tool_error: Callable[[Exception], JSONValue]
     clock: Callable[[], str]
     new_id: Callable[[], str]
     limit: int
@@ -102,30 +139,148 @@ class _Call:
         status = record.status.value if record is not None else "absent"
         revision = record.revision if record is not None else 0
         self.logger.info(
-            "%s call_id=%s status=%s revision=%d", event, self.binding.call_id, status, revision
+            "%s call_id=%s status=%s revision=%d",
+            event,
+            self.binding.call_id,
+            status,
+            revision,
         )
 
-    def load(self) -> Checkpoint | None:
-        try:
-            raw = self.store.get(self.key)
-        except StoreError:
-            return None
-        if raw is None:
-            return None
-        return decide_checkpoint(raw, self.binding, max_payload_bytes=self.limit).checkpoint
 
-    def swap(self, transition: Transition) -> bool:
-        """Write ``transition.next``; True only once it is known to have landed."""
-        try:
-            return self.store.compare_and_swap(
-                self.key, transition.expected_revision, transition.next
+def _load(options: _Options) -> Generator[_Request, Any, Checkpoint | None]:
+    raw = yield _Get()
+    if raw is None or isinstance(raw, StoreError):
+        return None
+    return decide_checkpoint(raw, options.binding, max_payload_bytes=options.limit).checkpoint
+
+
+def _swap(transition: Transition) -> Generator[_Request, Any, bool]:
+    """Write ``transition.next``; True only once it is known to have landed (an unknown
+    outcome is resolved by reading back: the record carries this call's own fence)."""
+    answer = yield _Swap(transition)
+    if not isinstance(answer, StoreError):
+        return bool(answer)
+    stored = yield _Get()
+    return (
+        stored is not None
+        and not isinstance(stored, StoreError)
+        and (dict(stored) == transition.next.to_dict())
+    )
+
+
+def _protocol(options: _Options) -> _Protocol:
+    yield _Create(create_checkpoint(options.binding, created_at=options.clock()))
+    ran = lost = False
+    record: Checkpoint | None = None
+    for _ in range(_ROUNDS):
+        record = yield from _load(options)
+        if record is None:
+            continue
+        action = TABLE.statuses[record.status].action
+        options.log("decided " + action.value, record)
+        if action is Action.EXECUTE:
+            claim = claim_execution(
+                record,
+                attempt_id=options.new_id(),
+                at=options.clock(),
+                max_payload_bytes=options.limit,
             )
-        except StoreError:
-            try:
-                stored = self.store.get(self.key)
-            except StoreError:
-                return False
-            return stored is not None and dict(stored) == transition.next.to_dict()
+            if not (yield from _swap(claim)):
+                lost = True
+                continue  # not landed: decide again (another worker may have won)
+            ran = True
+            failed = yield from _execute(options, claim)
+            if failed is not None:
+                return RunOutcome(failed, ran, claim.next)
+            continue
+        if action is Action.DELIVER:
+            delivered = yield from _deliver(options, record, ran)
+            if delivered is not None:
+                return delivered
+            lost = True
+            continue  # the delivery claim did not land: decide again
+        if action is Action.NONE:
+            return RunOutcome(RunStatus.ALREADY_DELIVERED, ran, record)
+        if lost or ran:  # another worker holds the claim this call did not win
+            return RunOutcome(RunStatus.LOST_TO_ANOTHER_WORKER, ran, record)
+        if action is Action.RECONCILE_EXECUTION:
+            return RunOutcome(RunStatus.NEEDS_EXECUTION_RECONCILIATION, ran, record)
+        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, record)
+    return RunOutcome(RunStatus.STORE_UNAVAILABLE, ran, record)
+
+
+def _execute(options: _Options, claim: Transition) -> Generator[_Request, Any, RunStatus | None]:
+    """Run the tool once and store its result; None means "decide again" (stored)."""
+    assert claim.next.execution is not None
+    attempt = claim.next.execution.attempt_id
+    options.log("running the tool", claim.next)
+    result = yield _RunTool()
+    if isinstance(result, _ToolFailed):
+        result = options.on_tool_error(result.error)
+    try:
+        done = complete_execution(
+            claim.next,
+            attempt_id=attempt,
+            at=options.clock(),
+            result=result,
+            max_payload_bytes=options.limit,
+        )
+    except CheckpointError as error:
+        reason = f"the tool's result could not be stored: {error.code}"
+        doubt = mark_execution_uncertain(
+            claim.next, attempt_id=attempt, at=options.clock(), reason=reason
+        )
+        yield from _swap(doubt)
+        options.log("result refused; marked uncertain", doubt.next)
+        return RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    for _ in range(_ROUNDS):
+        if (yield from _swap(done)):
+            options.log("stored the result", done.next)
+            return None
+    options.log("could not store the result", claim.next)
+    return RunStatus.NEEDS_EXECUTION_RECONCILIATION
+
+
+def _deliver(
+    options: _Options, record: Checkpoint, ran: bool
+) -> Generator[_Request, Any, RunOutcome | None]:
+    """Claim the delivery, send, record the outcome; None when the claim did not land."""
+    delivery_id = options.new_id()
+    claim = claim_delivery(
+        record, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
+    )
+    if not (yield from _swap(claim)):
+        return None
+    assert claim.next.result is not None
+    sent = yield _Deliver(claim.next.result.payload)
+    if isinstance(sent, _ToolFailed):  # a known failure to send: release, deliver later
+        release = release_delivery(
+            claim.next, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
+        )
+        released = yield from _swap(release)
+        options.log("delivery failed; released" if released else "delivery failed", claim.next)
+        if released:
+            return RunOutcome(RunStatus.DELIVERY_FAILED, ran, release.next)
+        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, claim.next)
+    finish = complete_delivery(
+        claim.next, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
+    )
+    if not (yield from _swap(finish)):
+        options.log("delivered, but could not record it", claim.next)
+        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, claim.next)
+    options.log("delivered", finish.next)
+    status = RunStatus.EXECUTED_AND_DELIVERED if ran else RunStatus.DELIVERED_STORED_RESULT
+    return RunOutcome(status, ran, finish.next)
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolFailed:
+    """What a driver sends back when the tool or the delivery raised."""
+
+    error: Exception
+
+
+# --- the drivers -------------------------------------------------------------------------
 
 
 def run_once(
@@ -155,111 +310,90 @@ def run_once(
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
             binding, and any error of the stored record's validation.
     """
-    call = _Call(
-        store, binding, key or checkpoint_key(binding), clock, new_id, max_payload_bytes, logger
-    )
-    with contextlib.suppress(StoreError):  # reading back tells what is there
-        store.create_if_absent(call.key, create_checkpoint(binding, created_at=clock()))
-    ran = lost = False
-    record: Checkpoint | None = None
-    for _ in range(_ROUNDS):
-        record = call.load()
-        if record is None:
-            continue
-        action = TABLE.statuses[record.status].action
-        call.log("decided " + action.value, record)
-        if action is Action.EXECUTE:
-            claim = claim_execution(
-                record, attempt_id=call.new_id(), at=clock(), max_payload_bytes=call.limit
-            )
-            if not call.swap(claim):
-                lost = True
-                continue  # not landed: decide again (another worker may have won)
-            ran = True
-            outcome = _execute(call, claim, tool, on_tool_error)
-            if outcome is not None:
-                return RunOutcome(outcome, ran, claim.next)
-            continue
-        if action is Action.DELIVER:
-            delivered = _deliver(call, record, deliver, ran)
-            if delivered is not None:
-                return delivered
-            lost = True
-            continue  # the delivery claim did not land: decide again
-        if action is Action.NONE:
-            return RunOutcome(RunStatus.ALREADY_DELIVERED, ran, record)
-        if lost or ran:  # another worker holds the claim this call did not win
-            return RunOutcome(RunStatus.LOST_TO_ANOTHER_WORKER, ran, record)
-        if action is Action.RECONCILE_EXECUTION:
-            return RunOutcome(RunStatus.NEEDS_EXECUTION_RECONCILIATION, ran, record)
-        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, record)
-    return RunOutcome(RunStatus.STORE_UNAVAILABLE, ran, record)
+    options = _Options(binding, on_tool_error, clock, new_id, max_payload_bytes, logger)
+    where = key or checkpoint_key(binding)
+    protocol = _protocol(options)
+    answer: Any = None
+    try:
+        while True:
+            request = protocol.send(answer)
+            answer = _perform(store, where, request, tool, deliver)
+    except StopIteration as finished:
+        outcome: RunOutcome = finished.value
+        return outcome
 
 
-def _execute(
-    call: _Call,
-    claim: Transition,
+def _perform(
+    store: CheckpointStore,
+    key: str,
+    request: _Request,
     tool: Callable[[], Any],
-    on_tool_error: Callable[[Exception], JSONValue],
-) -> RunStatus | None:
-    """Run the tool once and store its result; None means "decide again" (stored)."""
-    attempt = claim.next.execution.attempt_id if claim.next.execution else ""
-    call.log("running the tool", claim.next)
+    deliver: Callable[[JSONValue], None],
+) -> Any:
     try:
-        result: Any = tool()
-    except Exception as error:  # the tool's failure is a result to deliver
-        result = on_tool_error(error)
+        if isinstance(request, _Create):
+            return store.create_if_absent(key, request.record)
+        if isinstance(request, _Get):
+            return store.get(key)
+        if isinstance(request, _Swap):
+            step = request.transition
+            return store.compare_and_swap(key, step.expected_revision, step.next)
+    except StoreError as error:
+        return error
     try:
-        done = complete_execution(
-            claim.next,
-            attempt_id=attempt,
-            at=call.clock(),
-            result=result,
-            max_payload_bytes=call.limit,
-        )
-    except CheckpointError as error:
-        reason = f"the tool's result could not be stored: {error.code}"
-        doubt = mark_execution_uncertain(
-            claim.next, attempt_id=attempt, at=call.clock(), reason=reason
-        )
-        call.swap(doubt)
-        call.log("result refused; marked uncertain", doubt.next)
-        return RunStatus.NEEDS_EXECUTION_RECONCILIATION
-    for _ in range(_ROUNDS):
-        if call.swap(done):
-            call.log("stored the result", done.next)
-            return None
-    call.log("could not store the result", claim.next)
-    return RunStatus.NEEDS_EXECUTION_RECONCILIATION
+        return tool() if isinstance(request, _RunTool) else deliver(request.payload)
+    except Exception as error:  # the tool's or the delivery's failure is an answer
+        return _ToolFailed(error)
 
 
-def _deliver(
-    call: _Call, record: Checkpoint, deliver: Callable[[JSONValue], None], ran: bool
-) -> RunOutcome | None:
-    """Claim the delivery, send, record the outcome; None when the claim did not land."""
-    delivery_id = call.new_id()
-    claim = claim_delivery(
-        record, delivery_id=delivery_id, at=call.clock(), max_payload_bytes=call.limit
-    )
-    if not call.swap(claim):
-        return None
-    assert claim.next.result is not None
+async def run_once_async(
+    store: AsyncCheckpointStore,
+    binding: Binding,
+    tool: Callable[[], Awaitable[Any]],
+    deliver: Callable[[JSONValue], Awaitable[None]],
+    *,
+    key: str | None = None,
+    on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
+    clock: Callable[[], str] = _now,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+    logger: logging.Logger = LOGGER,
+) -> RunOutcome:
+    """The asyncio twin of :func:`run_once`: the same protocol, the same outcomes, on an
+    :class:`AsyncCheckpointStore` with an async ``tool`` and ``deliver``."""
+    options = _Options(binding, on_tool_error, clock, new_id, max_payload_bytes, logger)
+    where = key or checkpoint_key(binding)
+    protocol = _protocol(options)
+    answer: Any = None
     try:
-        deliver(claim.next.result.payload)
-    except Exception:  # a known failure to send: release, a later call delivers again
-        release = release_delivery(
-            claim.next, delivery_id=delivery_id, at=call.clock(), max_payload_bytes=call.limit
-        )
-        released = call.swap(release)
-        call.log("delivery failed; released" if released else "delivery failed", claim.next)
-        status = RunStatus.DELIVERY_FAILED if released else RunStatus.NEEDS_DELIVERY_RECONCILIATION
-        return RunOutcome(status, ran, release.next if released else claim.next)
-    finish = complete_delivery(
-        claim.next, delivery_id=delivery_id, at=call.clock(), max_payload_bytes=call.limit
-    )
-    if not call.swap(finish):
-        call.log("delivered, but could not record it", claim.next)
-        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, claim.next)
-    call.log("delivered", finish.next)
-    status = RunStatus.EXECUTED_AND_DELIVERED if ran else RunStatus.DELIVERED_STORED_RESULT
-    return RunOutcome(status, ran, finish.next)
+        while True:
+            request = protocol.send(answer)
+            answer = await _perform_async(store, where, request, tool, deliver)
+    except StopIteration as finished:
+        outcome: RunOutcome = finished.value
+        return outcome
+
+
+async def _perform_async(
+    store: AsyncCheckpointStore,
+    key: str,
+    request: _Request,
+    tool: Callable[[], Awaitable[Any]],
+    deliver: Callable[[JSONValue], Awaitable[None]],
+) -> Any:
+    try:
+        if isinstance(request, _Create):
+            return await store.create_if_absent(key, request.record)
+        if isinstance(request, _Get):
+            return await store.get(key)
+        if isinstance(request, _Swap):
+            step = request.transition
+            return await store.compare_and_swap(key, step.expected_revision, step.next)
+    except StoreError as error:
+        return error
+    try:
+        if isinstance(request, _RunTool):
+            return await tool()
+        return await deliver(request.payload)
+    except Exception as error:  # the tool's or the delivery's failure is an answer
+        return _ToolFailed(error)
