@@ -1,12 +1,20 @@
 """The command line: ``tool-checkpoint`` (or ``python -m tool_execution_checkpoint``).
 
 Commands:
-  demo   the README's main job: one agent turn on the embedded SQLite store in which the
-         tool runs, the result's POST fails, the host restarts, and recovery delivers the
-         stored result without running the tool again.
-  spec   print the transition table as text, Markdown, Mermaid or JSON.
+  demo     the README's main job: one agent turn on the embedded SQLite store in which
+           the tool runs, the result's POST fails, the host restarts, and recovery
+           delivers the stored result without running the tool again.
+  spec     print the transition table as text, Markdown, Mermaid or JSON.
+  inspect  read a record (a file, stdin, or a store URL and key): valid or not, and what
+           decide says.
+  list     list records by status and minimum age on a store URL.
+  prune    drop the payloads of delivered records older than a retention window.
 
-Exit codes: 0 success; 1 the demo saw the tool run more than once; 2 bad usage.
+Store URLs: sqlite:///path, postgresql://..., redis://... (the last two need the
+postgres or redis extra).
+
+Exit codes: 0 success; 1 the demo saw the tool run more than once; 2 bad usage or a bad
+store URL; 3 an invalid record; 4 the store failed (unreachable, refused, ...).
 """
 
 from __future__ import annotations
@@ -14,20 +22,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import importlib
 import json
 import sys
 import tempfile
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .errors import CheckpointError
 from .fingerprint import fingerprint
-from .records import Binding
+from .operations import prune_delivered
+from .records import Binding, Checkpoint
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .sqlite import SQLiteStore
-from .store import checkpoint_key
-from .table import TABLE
+from .store import RecordSummary, StoreError, checkpoint_key
+from .table import TABLE, Status
+from .validation import timestamp_microseconds
 
 __all__ = ["main"]
 
@@ -112,6 +125,105 @@ def spec(form: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _UsageError(Exception):
+    """A bad argument the parser could not see (exit 2)."""
+
+
+def open_store(url: str) -> Any:
+    """Open the store a URL names: sqlite:///path, postgresql://..., redis://..."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    try:
+        if scheme == "sqlite":
+            return SQLiteStore.from_url(url)
+        # The optional stores are imported only when asked for: their drivers are extras.
+        if scheme in ("postgresql", "postgres"):
+            return importlib.import_module(f"{__package__}.postgres").PostgresStore.from_url(url)
+        if scheme in ("redis", "rediss", "unix"):
+            return importlib.import_module(f"{__package__}.redis_store").RedisStore.from_url(url)
+    except ImportError:
+        extra = "postgres" if scheme.startswith("postgres") else "redis"
+        raise _UsageError(
+            f"install the {extra} extra: pip install 'tool-execution-checkpoint[{extra}]'"
+        ) from None
+    raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
+
+
+def _inspect(source: str | None, url: str | None, key: str | None) -> int:
+    if url is not None:
+        if key is None:
+            raise _UsageError("--url needs --key")
+        store = open_store(url)
+        try:
+            raw: Any = store.get(key)
+        finally:
+            store.close()
+        if raw is None:
+            print("no record under that key")
+            return 3
+    else:
+        text = sys.stdin.read() if source in (None, "-") else Path(str(source)).read_text("utf-8")
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            print("invalid: INVALID_CHECKPOINT: not JSON")
+            return 3
+    try:
+        record = Checkpoint.from_dict(raw, max_payload_bytes=TABLE.limits.ceiling_max_payload_bytes)
+    except CheckpointError as error:
+        print(f"invalid: {error}")
+        return 3
+    action = TABLE.statuses[record.status].action
+    print(f"valid: status={record.status} revision={record.revision} decide={action}")
+    print(f"call: namespace={record.binding.namespace} call_id={record.binding.call_id}")
+    return 0
+
+
+def _list(url: str, statuses: list[str], older_than: float, form: str) -> int:
+    wanted = [Status(status) for status in statuses] or list(Status)
+    store = open_store(url)
+    rows: list[RecordSummary] = []
+    try:
+        before = None
+        if older_than > 0:
+            before = timestamp_microseconds(datetime.now(UTC).isoformat()) - int(older_than * 1e6)
+        after = None
+        while page := store.list_records(
+            wanted, updated_before_us=before, after_key=after, limit=500
+        ):
+            rows += page
+            after = page[-1].key
+            print(f"\rlisted {len(rows)} records", end="", file=sys.stderr, flush=True)
+    finally:
+        store.close()
+    print(file=sys.stderr)
+    if form == "json":
+        print(json.dumps([_jsonable(row) for row in rows], indent=2, ensure_ascii=False))
+    else:
+        print(f"{'status':<11} {'rev':>4} {'updated':<32} {'namespace':<16} call_id")
+        for row in rows:
+            when = f"{row.updated_at:<32}"
+            print(f"{row.status:<11} {row.revision:>4} {when} {row.namespace:<16} {row.call_id}")
+    return 0
+
+
+def _prune(url: str, retention: float) -> int:
+    store = open_store(url)
+    try:
+        pruned = prune_delivered(
+            store,
+            retention_us=int(retention * 1e6),
+            at=datetime.now(UTC).isoformat(),
+            progress=lambda seen: print(
+                f"\rexamined {seen} delivered records", end="", file=sys.stderr, flush=True
+            ),
+        )
+    finally:
+        store.close()
+    print(file=sys.stderr)
+    print(f"pruned {pruned} delivered payloads (the records stay as tombstones)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's entry point; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -126,11 +238,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     show = commands.add_parser("spec", help="print the transition table")
     show.add_argument("--format", choices=["text", "markdown", "mermaid", "json"], default="text")
+    look = commands.add_parser("inspect", help="is a record valid, and what does decide say")
+    look.add_argument("file", nargs="?", help="a JSON record file, or - for stdin")
+    look.add_argument("--url", help="read the record from this store instead")
+    look.add_argument("--key", help="the record's key in that store")
+    listing = commands.add_parser("list", help="records by status and minimum age")
+    listing.add_argument("url")
+    listing.add_argument("--status", action="append", default=[], choices=[str(s) for s in Status])
+    listing.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
+    listing.add_argument("--format", choices=["table", "json"], default="table")
+    pruning = commands.add_parser("prune", help="drop old delivered payloads, keep tombstones")
+    pruning.add_argument("url")
+    pruning.add_argument("--retention", type=float, required=True, metavar="SECONDS")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        if args.path is not None:
-            return demo(args.path)
-        with tempfile.TemporaryDirectory() as directory:
-            return demo(Path(directory) / "checkpoints.db")
+    try:
+        if args.command == "demo":
+            if args.path is not None:
+                return demo(args.path)
+            with tempfile.TemporaryDirectory() as directory:
+                return demo(Path(directory) / "checkpoints.db")
+        if args.command == "inspect":
+            return _inspect(args.file, args.url, args.key)
+        if args.command == "list":
+            return _list(args.url, args.status, args.older_than, args.format)
+        if args.command == "prune":
+            return _prune(args.url, args.retention)
+    except _UsageError as error:
+        print(f"tool-checkpoint: {error}", file=sys.stderr)
+        return 2
+    except StoreError as error:
+        print(f"tool-checkpoint: the store failed: {error}", file=sys.stderr)
+        return 4
+    except (CheckpointError, OSError) as error:
+        print(f"tool-checkpoint: {error}", file=sys.stderr)
+        return 2
     sys.stdout.write(spec(args.format))
     return 0
