@@ -135,3 +135,16 @@ def test_bad_store_urls_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list", "ftp://example/x"]) == 2
     assert "store URL" in capsys.readouterr().err
     assert cli.main(["list", "sqlite:///no/such/dir/x.db"]) == 4
+
+
+def test_check_store_passes_a_good_store_and_fails_a_broken_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    factory = "tool_execution_checkpoint.memory:MemoryStore"
+    assert cli.main(["check-store", factory, "--examples", "20"]) == 0
+    assert "the store passed every check" in capsys.readouterr().out
+    assert cli.main(["check-store", "broken:RevisionBlindStore", "--examples", "100"]) == 5
+    report = capsys.readouterr().out
+    assert "FAIL  compare_and_swap_with_a_stale_revision_fails_and_changes_nothing" in report
+    assert "FAIL  protocol_harness" in report
+    assert cli.main(["check-store", "no_such_module:factory"]) == 2

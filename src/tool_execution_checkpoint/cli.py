@@ -9,12 +9,16 @@ Commands:
            decide says.
   list     list records by status and minimum age on a store URL.
   prune    drop the payloads of delivered records older than a retention window.
+  check-store
+           run the conformance checks, the model-based harness and the threaded stress
+           against a store factory (module:callable returning a fresh, empty store).
 
 Store URLs: sqlite:///path, postgresql://..., redis://... (the last two need the
 postgres or redis extra).
 
 Exit codes: 0 success; 1 the demo saw the tool run more than once; 2 bad usage or a bad
-store URL; 3 an invalid record; 4 the store failed (unreachable, refused, ...).
+store URL; 3 an invalid record; 4 the store failed (unreachable, refused, ...); 5 the
+store failed a conformance check.
 """
 
 from __future__ import annotations
@@ -224,6 +228,46 @@ def _prune(url: str, retention: float) -> int:
     return 0
 
 
+def _check_store(factory: str, examples: int | None) -> int:
+    try:
+        testing = importlib.import_module(f"{__package__}.testing")
+        processes = importlib.import_module(f"{__package__}.testing.processes")
+    except ImportError:
+        raise _UsageError(
+            "install the testing extra: pip install 'tool-execution-checkpoint[testing]'"
+        ) from None
+    try:
+        make_store = processes.load_factory(factory)
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        raise _UsageError(f"cannot load the factory: {error}") from None
+    probe = make_store()
+    operable = hasattr(probe, "list_records")
+    close = getattr(probe, "close", None)
+    if callable(close):
+        close()
+    base = testing.OperableStoreConformance if operable else testing.StoreConformance
+    checks = type(
+        "CheckStore",
+        (base,),
+        {"make_store": staticmethod(make_store), "harness_examples": examples},
+    )
+    failed = 0
+    for name in sorted(n for n in dir(checks) if n.startswith("test_")):
+        suite = checks()
+        try:
+            getattr(suite, name)()
+        except Exception as error:  # a failed check is reported, then the next one runs
+            failed += 1
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(f"FAIL  {name[5:]}: {first}")
+        else:
+            print(f"ok    {name[5:]}")
+        finally:
+            suite.teardown_method()
+    print(f"{failed} of the checks failed" if failed else "the store passed every check")
+    return 5 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line's entry point; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -250,8 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     pruning = commands.add_parser("prune", help="drop old delivered payloads, keep tombstones")
     pruning.add_argument("url")
     pruning.add_argument("--retention", type=float, required=True, metavar="SECONDS")
+    vet = commands.add_parser("check-store", help="vet a store: conformance, harness, stress")
+    vet.add_argument("factory", help="module:callable returning a fresh, empty store")
+    vet.add_argument("--examples", type=int, help="harness examples (default: the profile's)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "check-store":
+            return _check_store(args.factory, args.examples)
         if args.command == "demo":
             if args.path is not None:
                 return demo(args.path)
