@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from storm_stores import PlainSQLiteStore
 from tool_execution_checkpoint.testing.processes import kill_storm, load_factory
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -16,10 +17,16 @@ def _workers_import_the_test_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", TESTS)
 
 
+def _opened(path: Path) -> str:
+    """Create the store's file and table before the workers race to."""
+    PlainSQLiteStore(str(path)).close()
+    return str(path)
+
+
 def test_an_honest_store_survives_the_storm(tmp_path: Path) -> None:
     report = kill_storm(
         "storm_stores:PlainSQLiteStore",
-        str(tmp_path / "store.db"),
+        _opened(tmp_path / "store.db"),
         directory=tmp_path / "storm",
         keys=200,
         seconds=5.0,
@@ -33,7 +40,7 @@ def test_an_honest_store_survives_the_storm(tmp_path: Path) -> None:
 def test_the_storm_catches_a_store_that_tears_a_write(tmp_path: Path) -> None:
     report = kill_storm(
         "storm_stores:TornWriteStore",
-        str(tmp_path / "store.db"),
+        _opened(tmp_path / "store.db"),
         directory=tmp_path / "storm",
         keys=200,
         seconds=5.0,
