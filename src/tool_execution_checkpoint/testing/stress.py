@@ -8,17 +8,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..records import Binding, Checkpoint
-from ..store import CheckpointStore, StoreError, checkpoint_key
-from ..table import Action, Status
-from ..transitions import (
-    claim_delivery,
-    claim_execution,
-    complete_delivery,
-    complete_execution,
-    create_checkpoint,
-    decide_checkpoint,
-)
+from ..records import Binding
+from ..runner import RunStatus, run_once
+from ..store import CheckpointStore, StoreError
 
 __all__ = ["StressReport", "threaded_stress"]
 
@@ -44,31 +36,35 @@ def _host(
     ran: Callable[[str], None],
     delivered: Callable[[str], None],
 ) -> bool:
-    """Run the protocol once for ``binding``; return False if a claim was lost."""
-    key = checkpoint_key(binding)
-    store.create_if_absent(key, create_checkpoint(binding, created_at=NOW))
-    raw = store.get(key)
-    assert raw is not None, "a created record is missing"
-    decision = decide_checkpoint(raw, binding)
-    record: Checkpoint = decision.checkpoint
-    if decision.action is Action.EXECUTE:
-        claim = claim_execution(record, attempt_id=me, at=NOW)
-        if not store.compare_and_swap(key, claim.expected_revision, claim.next):
-            return False
+    """Run the protocol once for ``binding`` through :func:`run_once`; return False if
+    another thread held or won a claim. An owner that could not record its own result or
+    delivery is a broken store, not contention: that raises."""
+    sent: list[object] = []
+
+    def tool() -> dict[str, str]:
         ran(binding.call_id)
-        done = complete_execution(claim.next, attempt_id=me, at=NOW, result={"by": me})
-        if not store.compare_and_swap(key, done.expected_revision, done.next):
-            raise AssertionError("the owning attempt lost its completion")
-        record = done.next
-    if record.status is Status.COMPLETED:
-        delivery = claim_delivery(record, delivery_id=me, at=NOW)
-        if not store.compare_and_swap(key, delivery.expected_revision, delivery.next):
-            return False
+        return {"by": me}
+
+    def deliver(payload: object) -> None:
+        sent.append(payload)
         delivered(binding.call_id)
-        finish = complete_delivery(delivery.next, delivery_id=me, at=NOW)
-        if not store.compare_and_swap(key, finish.expected_revision, finish.next):
-            raise AssertionError("the owning delivery lost its completion")
-    return True
+
+    outcome = run_once(store, binding, tool, deliver, clock=lambda: NOW, new_id=lambda: me)
+    if outcome.ran_tool and outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION:
+        raise AssertionError("the owning attempt lost its completion")
+    if sent and outcome.status not in _DELIVERED:
+        raise AssertionError("the owning delivery lost its completion")
+    return outcome.status not in _CONTENDED
+
+
+_DELIVERED = frozenset({RunStatus.EXECUTED_AND_DELIVERED, RunStatus.DELIVERED_STORED_RESULT})
+_CONTENDED = frozenset(
+    {
+        RunStatus.LOST_TO_ANOTHER_WORKER,
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+    }
+)
 
 
 def threaded_stress(
