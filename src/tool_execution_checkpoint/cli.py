@@ -11,14 +11,19 @@ Commands:
   prune    drop the payloads of delivered records older than a retention window.
   check-store
            run the conformance checks, the model-based harness and the threaded stress
-           against a store factory (module:callable returning a fresh, empty store).
+           against a store factory (module:callable returning a fresh, empty store) or a
+           store URL (each check gets a fresh, empty table, key prefix or file inside the
+           target, removed afterwards; existing records are never touched).
 
 Store URLs: sqlite:///path, postgresql://..., redis://... (the last two need the
 postgres or redis extra).
 
 Exit codes: 0 success; 1 the demo saw the tool run more than once; 2 bad usage or a bad
 store URL; 3 an invalid record; 4 the store failed (unreachable, refused, ...); 5 the
-store failed a conformance check.
+store failed a conformance check. No message shows a URL's password.
+
+``list`` and ``prune`` show progress on stderr (see :mod:`.progress`): a line redrawn in
+place on a terminal, nothing but rare plain lines otherwise, so piped output stays clean.
 """
 
 from __future__ import annotations
@@ -28,16 +33,20 @@ import dataclasses
 import enum
 import importlib
 import json
+import secrets
+import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from .errors import CheckpointError
 from .fingerprint import fingerprint
 from .operations import prune_delivered
+from .progress import Progress
 from .records import Binding, Checkpoint
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
@@ -133,17 +142,69 @@ class _UsageError(Exception):
     """A bad argument the parser could not see (exit 2)."""
 
 
-def open_store(url: str) -> Any:
-    """Open the store a URL names: sqlite:///path, postgresql://..., redis://..."""
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The passwords a store URL carries (its user info's and a ``password=`` query
+    parameter's), as written and percent-decoded: what no message may show."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+        found += [value for name, value in parse_qsl(parts.query) if name == "password"]
+    except ValueError:  # unparseable: hide the part after the scheme that may hold one
+        found = [url.split("://", 1)[-1]]
+    both = {form for value in found for form in (value, unquote(value)) if form}
+    return tuple(sorted(both, key=len, reverse=True))
+
+
+def redact(text: str, hidden: Iterable[str]) -> str:
+    """``text`` with every one of ``hidden`` replaced by ``***``."""
+    for secret in hidden:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _sqlite_path(url: str) -> Path:
+    """The file a sqlite URL names. The rules of :meth:`SQLiteStore.from_url`, checked
+    before anything is opened so that a bad URL is a usage error (exit 2)."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+    if parts.netloc or parts.fragment or not path.startswith("/") or path == "/:memory:":
+        raise _UsageError(
+            "a sqlite URL names a local file by its absolute path: sqlite:///absolute/path "
+            "(no host, no fragment, not :memory:)"
+        )
+    if [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)] not in (
+        [],
+        ["busy_timeout"],
+    ):
+        raise _UsageError("a sqlite URL accepts one query parameter, busy_timeout=SECONDS")
+    return Path(path)
+
+
+def open_store(url: str, **options: Any) -> Any:
+    """Open the store a URL names: sqlite:///path, postgresql://..., redis://...
+    ``options`` go to the PostgreSQL or Redis store (``table=``, ``prefix=``). Nothing is
+    contacted but a SQLite file; a URL the store cannot parse is a usage error."""
+    scheme = _scheme(url)
     try:
         if scheme == "sqlite":
+            _sqlite_path(url)
             return SQLiteStore.from_url(url)
         # The optional stores are imported only when asked for: their drivers are extras.
         if scheme in ("postgresql", "postgres"):
-            return importlib.import_module(f"{__package__}.postgres").PostgresStore.from_url(url)
+            module = importlib.import_module(f"{__package__}.postgres")
+            return module.PostgresStore.from_url(url, **options)
         if scheme in ("redis", "rediss", "unix"):
-            return importlib.import_module(f"{__package__}.redis_store").RedisStore.from_url(url)
+            module = importlib.import_module(f"{__package__}.redis_store")
+            try:
+                return module.RedisStore.from_url(url, **options)
+            except module.RedisConfigurationError:
+                raise _UsageError(
+                    "not a Redis URL redis-py can use (not shown: it may hold a password)"
+                ) from None
     except ImportError:
         extra = "postgres" if scheme.startswith("postgres") else "redis"
         raise _UsageError(
@@ -191,15 +252,15 @@ def _list(url: str, statuses: list[str], older_than: float, form: str) -> int:
         if older_than > 0:
             before = timestamp_microseconds(datetime.now(UTC).isoformat()) - int(older_than * 1e6)
         after = None
-        while page := store.list_records(
-            wanted, updated_before_us=before, after_key=after, limit=500
-        ):
-            rows += page
-            after = page[-1].key
-            print(f"\rlisted {len(rows)} records", end="", file=sys.stderr, flush=True)
+        with Progress("listing", unit="records") as progress:
+            while page := store.list_records(
+                wanted, updated_before_us=before, after_key=after, limit=500
+            ):
+                rows += page
+                after = page[-1].key
+                progress.update(len(rows))
     finally:
         store.close()
-    print(file=sys.stderr)
     if form == "json":
         print(json.dumps([_jsonable(row) for row in rows], indent=2, ensure_ascii=False))
     else:
@@ -213,38 +274,215 @@ def _list(url: str, statuses: list[str], older_than: float, form: str) -> int:
 def _prune(url: str, retention: float) -> int:
     store = open_store(url)
     try:
-        pruned = prune_delivered(
-            store,
-            retention_us=int(retention * 1e6),
-            at=datetime.now(UTC).isoformat(),
-            progress=lambda seen: print(
-                f"\rexamined {seen} delivered records", end="", file=sys.stderr, flush=True
-            ),
-        )
+        with Progress("pruning", unit="delivered records examined") as progress:
+            pruned = prune_delivered(
+                store,
+                retention_us=int(retention * 1e6),
+                at=datetime.now(UTC).isoformat(),
+                progress=progress.update,
+            )
     finally:
         store.close()
-    print(file=sys.stderr)
     print(f"pruned {pruned} delivered payloads (the records stay as tombstones)")
     return 0
 
 
-def _check_store(factory: str, examples: int | None) -> int:
+# --- check-store -------------------------------------------------------------------------
+
+CHECK_STORE_HELP = """\
+Run the conformance checks, the model-based harness and the threaded stress (and the
+listing and pruning checks, when the store lists records) against a store, then print
+one line per check. Needs the testing extra.
+
+TARGET is either a factory, module:callable, returning a fresh, empty store on each
+call, or a store URL. Every check, and every harness example, needs a fresh, empty store:
+on a URL each gets a space of its own inside the target, created for it, and the command
+removes them all at the end, also when a check fails or the run is stopped with Ctrl-C.
+The records already there are never read or written:
+
+  sqlite:///dir/file.db  creates a directory dir/.tec-check-XXXXXXXX holding one new
+                         file per store (check-N.db, with its -wal and -shm files) and
+                         deletes it; file.db itself is never opened.
+  postgresql://...       creates one table per store, public.tec_check_RUN_N (with its
+                         index tec_check_RUN_N_status_updated), and drops each; the role
+                         needs CREATE on the public schema.
+  redis://...            writes under one key prefix per store, tec-check-RUN-N:, and
+                         deletes every key matching tec-check-RUN-* (SCAN, then UNLINK);
+                         the store's Lua scripts stay in the server's script cache.
+
+RUN is 8 random hex digits, new for each run; N counts the stores.
+
+Exit codes: 0 the store passed every check; 2 a bad factory or URL; 4 the store failed
+(the first fresh store is tried before any check: unreachable server, wrong password,
+missing rights), or the scratch space could not be removed (the message names it);
+5 a check failed. No message shows the URL's password.
+"""
+
+
+class _Scratch:
+    """Fresh, empty stores inside the target a store URL names, and their removal."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.run = secrets.token_hex(4)
+        self.stores: list[Any] = []
+
+    def describe(self) -> str:
+        """What each store gets and what is removed at the end (no password)."""
+        raise NotImplementedError
+
+    def _open(self, number: int) -> Any:
+        raise NotImplementedError
+
+    def _remove(self) -> str:
+        """Remove every store's space; return what was removed, or raise StoreError."""
+        raise NotImplementedError
+
+    def make_store(self) -> Any:
+        """A new store in a space of its own, empty."""
+        store = self._open(len(self.stores) + 1)
+        self.stores.append(store)
+        return store
+
+    def remove(self) -> str:
+        """Close every store still open, then remove their spaces; return what was
+        removed. Raises StoreError when something could not be removed."""
+        if not self.stores:
+            return "nothing to remove"
+        for store in self.stores:
+            store.close()
+        return self._remove()
+
+
+class _SQLiteScratch(_Scratch):
+    """A new directory beside the URL's file, one new file per store."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.parent = _sqlite_path(url).parent
+        self.query = urlsplit(url).query
+        self.directory: Path | None = None
+
+    def describe(self) -> str:
+        return (
+            f"each check gets a new SQLite file in a new directory {self.parent}/"
+            f".tec-check-XXXXXXXX, deleted afterwards"
+        )
+
+    def _open(self, number: int) -> Any:
+        if self.directory is None:
+            try:
+                self.directory = Path(tempfile.mkdtemp(prefix=".tec-check-", dir=self.parent))
+            except OSError as error:
+                raise StoreError(
+                    f"cannot create a directory in {self.parent}: {error.strerror}; "
+                    f"the directory must exist and be writable"
+                ) from None
+        path = quote(str(self.directory / f"check-{number}.db"))
+        return SQLiteStore.from_url(f"sqlite://{path}" + (f"?{self.query}" if self.query else ""))
+
+    def _remove(self) -> str:
+        if self.directory is None:
+            return "nothing to remove"
+        try:
+            shutil.rmtree(self.directory)
+        except OSError as error:
+            raise StoreError(
+                f"could not delete the directory {self.directory} ({error.strerror}): "
+                f"delete it by hand"
+            ) from None
+        return f"deleted the directory {self.directory}"
+
+
+class _PostgresScratch(_Scratch):
+    """A new table in the public schema per store."""
+
+    def describe(self) -> str:
+        return f"each check gets a new table public.tec_check_{self.run}_N, dropped afterwards"
+
+    def _open(self, number: int) -> Any:
+        return open_store(self.url, table=f"tec_check_{self.run}_{number}")
+
+    def _remove(self) -> str:
+        psycopg = importlib.import_module("psycopg")
+        sql = importlib.import_module("psycopg.sql")
+        tables = [f"tec_check_{self.run}_{number}" for number in range(1, len(self.stores) + 1)]
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as connection:
+                for table in tables:
+                    name = sql.Identifier("public", table)
+                    connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+        except psycopg.Error as error:
+            raise StoreError(
+                f"could not drop the {len(tables)} tables public.tec_check_{self.run}_N "
+                f"({type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}): drop them "
+                f"by hand"
+            ) from None
+        return f"dropped the {len(tables)} tables public.tec_check_{self.run}_N"
+
+
+class _RedisScratch(_Scratch):
+    """A new key prefix per store."""
+
+    def describe(self) -> str:
+        return (
+            f"each check gets a new key prefix tec-check-{self.run}-N:, its keys deleted afterwards"
+        )
+
+    def _open(self, number: int) -> Any:
+        return open_store(self.url, prefix=f"tec-check-{self.run}-{number}:")
+
+    def _remove(self) -> str:
+        redis = importlib.import_module("redis")
+        pattern = f"tec-check-{self.run}-*"
+        removed = 0
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
+            try:
+                batch: list[bytes] = []
+                for key in client.scan_iter(match=pattern, count=1000):
+                    batch.append(key)
+                    if len(batch) == 500:
+                        removed += client.unlink(*batch)
+                        batch = []
+                if batch:
+                    removed += client.unlink(*batch)
+            finally:
+                client.close()
+        except redis.RedisError as error:
+            raise StoreError(
+                f"could not delete the keys matching {pattern} ({type(error).__name__}): "
+                f"delete them by hand"
+            ) from None
+        return f"deleted {removed} keys matching {pattern}"
+
+
+def _scratch_for(url: str) -> _Scratch:
+    scheme = _scheme(url)
+    if scheme == "sqlite":
+        return _SQLiteScratch(url)
+    if scheme in ("postgresql", "postgres"):
+        return _PostgresScratch(url)
+    if scheme in ("redis", "rediss", "unix"):
+        return _RedisScratch(url)
+    raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
+
+
+def _testing() -> Any:
     try:
-        testing = importlib.import_module(f"{__package__}.testing")
-        processes = importlib.import_module(f"{__package__}.testing.processes")
+        return importlib.import_module(f"{__package__}.testing")
     except ImportError:
         raise _UsageError(
             "install the testing extra: pip install 'tool-execution-checkpoint[testing]'"
         ) from None
-    try:
-        make_store = processes.load_factory(factory)
-    except (ImportError, AttributeError, ValueError, TypeError) as error:
-        raise _UsageError(f"cannot load the factory: {error}") from None
-    probe = make_store()
-    operable = hasattr(probe, "list_records")
-    close = getattr(probe, "close", None)
-    if callable(close):
-        close()
+
+
+def _run_checks(
+    make_store: Callable[[], Any], operable: bool, examples: int | None, hidden: Sequence[str]
+) -> int:
+    """Run every check on fresh stores from ``make_store``, print one line each; return
+    how many failed."""
+    testing = _testing()
     base = testing.OperableStoreConformance if operable else testing.StoreConformance
     checks = type(
         "CheckStore",
@@ -259,13 +497,64 @@ def _check_store(factory: str, examples: int | None) -> int:
         except Exception as error:  # a failed check is reported, then the next one runs
             failed += 1
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            print(f"FAIL  {name[5:]}: {first}")
+            print(f"FAIL  {name[5:]}: {redact(first, hidden)}", flush=True)
         else:
-            print(f"ok    {name[5:]}")
+            print(f"ok    {name[5:]}", flush=True)
         finally:
             suite.teardown_method()
     print(f"{failed} of the checks failed" if failed else "the store passed every check")
+    return failed
+
+
+def _check_factory(factory: str, examples: int | None) -> int:
+    _testing()
+    processes = importlib.import_module(f"{__package__}.testing.processes")
+    try:
+        make_store = processes.load_factory(factory)
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        raise _UsageError(f"cannot load the factory: {error}") from None
+    probe = make_store()
+    operable = hasattr(probe, "list_records")
+    close = getattr(probe, "close", None)
+    if callable(close):
+        close()
+    return 5 if _run_checks(make_store, operable, examples, ()) else 0
+
+
+def _check_url(url: str, examples: int | None) -> int:
+    _testing()
+    scratch = _scratch_for(url)
+    reached = False
+    try:
+        probe = scratch.make_store()  # a URL the store cannot parse fails here (exit 2)
+        print(scratch.describe(), flush=True)
+        # The probe is used first: an unreachable or misconfigured store is exit 4, not a
+        # failure of every check.
+        probe.get(checkpoint_key(Binding("check-store", "probe", "tool", "1", "sha256:0")))
+        reached = True
+        failed = _run_checks(scratch.make_store, True, examples, url_secrets(url))
+    except BaseException:
+        try:
+            scratch.remove()
+        except StoreError as error:
+            if reached:  # a store never reached holds nothing worth a second message
+                print(f"tool-checkpoint: {error}", file=sys.stderr)
+        raise
+    print(scratch.remove())
     return 5 if failed else 0
+
+
+def _check_store(target: str, examples: int | None) -> int:
+    if "://" in target:
+        return _check_url(target, examples)
+    return _check_factory(target, examples)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -286,21 +575,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     look.add_argument("file", nargs="?", help="a JSON record file, or - for stdin")
     look.add_argument("--url", help="read the record from this store instead")
     look.add_argument("--key", help="the record's key in that store")
-    listing = commands.add_parser("list", help="records by status and minimum age")
+    listing = commands.add_parser(
+        "list",
+        help="records by status and minimum age",
+        description="List records by status and minimum age. Progress goes to stderr: a "
+        "line redrawn in place on a terminal; elsewhere a plain line every 10 s at most.",
+    )
     listing.add_argument("url")
     listing.add_argument("--status", action="append", default=[], choices=[str(s) for s in Status])
     listing.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
     listing.add_argument("--format", choices=["table", "json"], default="table")
-    pruning = commands.add_parser("prune", help="drop old delivered payloads, keep tombstones")
+    pruning = commands.add_parser(
+        "prune",
+        help="drop old delivered payloads, keep tombstones",
+        description="Drop the payloads of delivered records older than the retention, "
+        "keeping each record as a tombstone. Progress goes to stderr as for list.",
+    )
     pruning.add_argument("url")
     pruning.add_argument("--retention", type=float, required=True, metavar="SECONDS")
-    vet = commands.add_parser("check-store", help="vet a store: conformance, harness, stress")
-    vet.add_argument("factory", help="module:callable returning a fresh, empty store")
-    vet.add_argument("--examples", type=int, help="harness examples (default: the profile's)")
+    vet = commands.add_parser(
+        "check-store",
+        help="vet a store (a factory or a URL): conformance, harness, stress",
+        description=CHECK_STORE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vet.add_argument("target", metavar="TARGET", help="module:callable, or a store URL")
+    vet.add_argument("--examples", type=_positive, help="harness examples (default: the profile's)")
     args = parser.parse_args(argv)
+    url = args.target if args.command == "check-store" else getattr(args, "url", None)
+    hidden = url_secrets(url) if url else ()
     try:
         if args.command == "check-store":
-            return _check_store(args.factory, args.examples)
+            return _check_store(args.target, args.examples)
         if args.command == "demo":
             if args.path is not None:
                 return demo(args.path)
@@ -313,13 +619,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "prune":
             return _prune(args.url, args.retention)
     except _UsageError as error:
-        print(f"tool-checkpoint: {error}", file=sys.stderr)
+        print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return 2
     except StoreError as error:
-        print(f"tool-checkpoint: the store failed: {error}", file=sys.stderr)
+        print(f"tool-checkpoint: the store failed: {redact(str(error), hidden)}", file=sys.stderr)
         return 4
     except (CheckpointError, OSError) as error:
-        print(f"tool-checkpoint: {error}", file=sys.stderr)
+        print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return 2
     sys.stdout.write(spec(args.format))
     return 0
