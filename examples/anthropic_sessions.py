@@ -42,7 +42,8 @@ an identical call in one session needs another key.
 
 Run: python examples/anthropic_sessions.py [--variant checkpoint|bare] [--workdir DIR].
 Without --variant it runs both and expects one e-mail with the checkpoint and two
-without; it exits 1 when a count differs. Nothing leaves 127.0.0.1, and the API key is a
+without; it exits 1 when a count differs. Each host is this script, run as
+``host BASE_URL NUMBER VARIANT WORKDIR``. Nothing leaves 127.0.0.1, and the API key is a
 dummy.
 """
 
