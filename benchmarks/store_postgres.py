@@ -63,15 +63,15 @@ class RawSql:
 
     def __init__(self, pool: ConnectionPool[Any], table: str) -> None:
         self.pool = pool
-        self.insert = (
+        self.insert_sql = (
             f"INSERT INTO public.{table} (key, revision, status, updated_us, record) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
         ).encode()
-        self.update = (
+        self.update_sql = (
             f"UPDATE public.{table} SET revision = %s, status = %s, updated_us = %s, "
             "record = %s WHERE key = %s AND revision = %s"
         ).encode()
-        self.select = f"SELECT record FROM public.{table} WHERE key = %s".encode()
+        self.select_sql = f"SELECT record FROM public.{table} WHERE key = %s".encode()
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         params = (
@@ -83,14 +83,14 @@ class RawSql:
         )
         connection: Connection[Any] = self.pool.getconn()
         try:
-            return connection.execute(self.insert, params, prepare=False).rowcount == 1
+            return connection.execute(self.insert_sql, params, prepare=False).rowcount == 1
         finally:
             self.pool.putconn(connection)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         connection: Connection[Any] = self.pool.getconn()
         try:
-            row = connection.execute(self.select, (key,), prepare=False).fetchone()
+            row = connection.execute(self.select_sql, (key,), prepare=False).fetchone()
         finally:
             self.pool.putconn(connection)
         if row is None:
@@ -109,7 +109,7 @@ class RawSql:
         )
         connection: Connection[Any] = self.pool.getconn()
         try:
-            return connection.execute(self.update, params, prepare=False).rowcount == 1
+            return connection.execute(self.update_sql, params, prepare=False).rowcount == 1
         finally:
             self.pool.putconn(connection)
 
