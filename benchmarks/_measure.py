@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Figure",
@@ -39,16 +39,17 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
-def paired_rounds(sides: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+def paired_rounds(sides: Mapping[str, Callable[[], T]], rounds: int) -> dict[str, list[T]]:
     """Run every side once per round and return each side's measurements, in round order.
 
-    A side returns one measurement (seconds per unit of work, lower is better). The order
-    rotates by one each round, so with two sides it alternates: A B, B A, A B, ...
+    A side returns one measurement (for :func:`compare`, seconds per unit of work). The
+    order rotates by one each round, so with two sides it alternates: A B, B A, A B, ...
     """
     names = list(sides)
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[T]] = {name: [] for name in names}
     for number in range(rounds):
         shift = number % len(names)
         for name in names[shift:] + names[:shift]:

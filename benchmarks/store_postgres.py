@@ -20,16 +20,19 @@ The benchmark starts its own PostgreSQL server on loopback (tests/postgres_serve
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from _measure import paired_rounds
 from psycopg import Connection, pq
 from psycopg_pool import ConnectionPool
 
@@ -195,7 +198,7 @@ def round_trips_per_call(make: Callable[[ConnectionPool[Any]], CheckpointStore],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=300, help="guarded calls per thread")
-    parser.add_argument("--repeats", type=int, default=5, help="alternating runs; median kept")
+    parser.add_argument("--repeats", type=int, default=5, help="paired rounds; medians")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument(
         "--no-fsync",
@@ -248,18 +251,33 @@ def main() -> None:
                     calls_per_second(
                         target, f"{name}-warm-{tag}", threads=threads, calls=20, hot=hot
                     )
-                runs: dict[str, list[tuple[float, float]]] = {"store": [], "raw": []}
-                for repeat in range(args.repeats):
-                    for tag, target in (("store", store), ("raw", raw)):
-                        runs[tag].append(
-                            calls_per_second(
-                                target,
-                                f"{name}-{tag}{repeat}",
-                                threads=threads,
-                                calls=calls,
-                                hot=hot,
-                            )
-                        )
+                repeats = itertools.count()
+
+                def measured(
+                    target: CheckpointStore,
+                    tag: str,
+                    *,
+                    name: str = name,
+                    threads: int = threads,
+                    calls: int = calls,
+                    hot: bool = hot,
+                    repeats: Iterator[int] = repeats,
+                ) -> tuple[float, float]:
+                    return calls_per_second(
+                        target,
+                        f"{name}-{tag}{next(repeats)}",
+                        threads=threads,
+                        calls=calls,
+                        hot=hot,
+                    )
+
+                runs = paired_rounds(
+                    {
+                        "store": functools.partial(measured, store, "store"),
+                        "raw": functools.partial(measured, raw, "raw"),
+                    },
+                    args.repeats,
+                )
                 store_rate = statistics.median(rate for rate, _ in runs["store"])
                 raw_rate = statistics.median(rate for rate, _ in runs["raw"])
                 store_cpu = statistics.median(cpu for _, cpu in runs["store"])

@@ -23,6 +23,7 @@ cost, which the disk does not blur).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import redis
+from _measure import paired_rounds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -252,15 +254,15 @@ def main() -> None:
         for mode in MODES:
             run_mode(make_store, mode, max(16, args.calls // 10))  # warm up both
             run_mode(make_raw, mode, max(16, args.calls // 10))
-            store_runs, raw_runs = [], []
-            for number in range(args.rounds):
-                # Back to back, in alternating order: each pair sees the same disk.
-                if number % 2 == 0:
-                    store_runs.append(run_mode(make_store, mode, args.calls))
-                    raw_runs.append(run_mode(make_raw, mode, args.calls))
-                else:
-                    raw_runs.append(run_mode(make_raw, mode, args.calls))
-                    store_runs.append(run_mode(make_store, mode, args.calls))
+            # Back to back, in alternating order: each pair sees the same disk.
+            runs = paired_rounds(
+                {
+                    "store": functools.partial(run_mode, make_store, mode, args.calls),
+                    "raw": functools.partial(run_mode, make_raw, mode, args.calls),
+                },
+                args.rounds,
+            )
+            store_runs, raw_runs = runs["store"], runs["raw"]
             store_rate = statistics.median(rate for rate, _ in store_runs)
             raw_rate = statistics.median(rate for rate, _ in raw_runs)
             store_cpu = statistics.median(cpu for _, cpu in store_runs)

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _measure import paired_rounds
+
 from tool_execution_checkpoint import (
     Action,
     Binding,
@@ -145,18 +147,22 @@ def versus_raw(directory: Path, calls: int) -> dict[str, float]:
     raw_calls, store_calls = prepare("raw", calls), prepare("store", calls)
     raw.call(prepare("warm-raw", 1)[0])
     through_store(store, prepare("warm-store", 1)[0])
-    walls: dict[str, list[float]] = {"raw": [], "store": []}
     cpu = {"raw": 0.0, "store": 0.0}
-    for number in range(calls):
-        sides: list[tuple[str, Callable[[], None]]] = [
-            ("raw", functools.partial(raw.call, raw_calls[number])),
-            ("store", functools.partial(through_store, store, store_calls[number])),
-        ]
-        for side, run in sides if number % 2 else reversed(sides):
-            wall, processor = time.perf_counter(), time.process_time()
-            run()
-            cpu[side] += time.process_time() - processor
-            walls[side].append(time.perf_counter() - wall)
+    pending = {"raw": iter(raw_calls), "store": iter(store_calls)}
+    runs: dict[str, Callable[[Call], None]] = {
+        "raw": raw.call,
+        "store": functools.partial(through_store, store),
+    }
+
+    def one(side: str) -> float:
+        """One call of ``side``; its wall time (its CPU time is added to ``cpu``)."""
+        call = next(pending[side])
+        wall, processor = time.perf_counter(), time.process_time()
+        runs[side](call)
+        cpu[side] += time.process_time() - processor
+        return time.perf_counter() - wall
+
+    walls = paired_rounds({side: functools.partial(one, side) for side in runs}, calls)
     raw.close()
     store.close()
     results = {}
