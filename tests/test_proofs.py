@@ -38,23 +38,24 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "an uncertain execution goes back to ready": (
         TRANSITIONS,
-        "    return _advance(rule, checkpoint, when, execution=execution)",
-        "    return _advance(dataclasses.replace(rule, target=Status.READY), checkpoint, when,"
-        " execution=None)",
+        "        rule,\n        checkpoint,\n        when,\n        execution=execution,",
+        '        __import__("dataclasses").replace(rule, target=Status.READY),\n'
+        "        checkpoint,\n"
+        "        when,\n        execution=None,",
     ),
     "a transition skips a revision": (
         TRANSITIONS,
-        "        revision=record.revision + 1,",
-        "        revision=record.revision + 2,",
+        "        revision + 1,",
+        "        revision + 2,",
     ),
     "a completed record without its result": (
         TRANSITIONS,
-        "    return _advance(rule, checkpoint, when, result=stored)",
-        "    return _advance(rule, checkpoint, when)",
+        "        result=stored,",
+        "        result=None,",
     ),
     "a changed binding is a cache hit": (
         TRANSITIONS,
-        "    if checkpoint.binding != binding:",
+        "    if checkpoint.binding is not binding and checkpoint.binding != binding:",
         "    if checkpoint.binding.call_id != binding.call_id:",
     ),
 }

@@ -1072,11 +1072,11 @@ def broken_advance(
 
 def skip_a_revision(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
     following = dataclasses.replace(transition.next, revision=transition.next.revision + 1)
-    return dataclasses.replace(transition, next=following)
+    return transition._replace(next=following)
 
 
 def wrong_expected_revision(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
-    return dataclasses.replace(transition, expected_revision=transition.expected_revision + 1)
+    return transition._replace(expected_revision=transition.expected_revision + 1)
 
 
 def both_revisions_off(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
@@ -1086,16 +1086,12 @@ def both_revisions_off(transition: Transition, _record: Checkpoint, _at: str) ->
 
 def other_binding(transition: Transition, record: Checkpoint, _at: str) -> Transition:
     binding = dataclasses.replace(record.binding, call_id=record.binding.call_id + "-other")
-    return dataclasses.replace(
-        transition, next=dataclasses.replace(transition.next, binding=binding)
-    )
+    return transition._replace(next=dataclasses.replace(transition.next, binding=binding))
 
 
 def other_created_at(transition: Transition, _record: Checkpoint, at: str) -> Transition:
     moved = "1999-12-31T23:59:59Z" if at != "1999-12-31T23:59:59Z" else AT
-    return dataclasses.replace(
-        transition, next=dataclasses.replace(transition.next, created_at=moved)
-    )
+    return transition._replace(next=dataclasses.replace(transition.next, created_at=moved))
 
 
 def back_to_ready(transition: Transition, record: Checkpoint, at: str) -> Transition:
@@ -1106,12 +1102,12 @@ def back_to_ready(transition: Transition, record: Checkpoint, at: str) -> Transi
         created_at=record.created_at,
         updated_at=at,
     )
-    return dataclasses.replace(transition, next=ready)
+    return transition._replace(next=ready)
 
 
 def tampered_payload(transition: Transition, _record: Checkpoint, at: str) -> Transition:
     result = Result({"tampered": True}, completed_at=at)
-    return dataclasses.replace(transition, next=dataclasses.replace(transition.next, result=result))
+    return transition._replace(next=dataclasses.replace(transition.next, result=result))
 
 
 def dropped_payload(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
@@ -1245,6 +1241,86 @@ def test_violated_transition_postcondition_raises_violation_error_not_value_erro
     assert outcomes == dict.fromkeys(outcomes, "ViolationError")
 
 
+def granting_execute(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
+    return transition._replace(action=Action.EXECUTE)
+
+
+REVISION_PROMISE = "expected_revision is the input's revision and next is one past it"
+BINDING_PROMISE = "the binding and creation time never change"
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "change", "promise"),
+    [
+        ("claim_execution", Status.READY, skip_a_revision, REVISION_PROMISE),
+        ("claim_execution", Status.READY, wrong_expected_revision, REVISION_PROMISE),
+        ("claim_execution", Status.READY, both_revisions_off, REVISION_PROMISE),
+        ("claim_execution", Status.READY, other_binding, BINDING_PROMISE),
+        ("claim_execution", Status.READY, other_created_at, BINDING_PROMISE),
+        (
+            "complete_execution",
+            Status.EXECUTING,
+            back_to_ready,
+            "no transition leaves executing or uncertain for ready",
+        ),
+        ("claim_delivery", Status.COMPLETED, tampered_payload, "a completed payload never changes"),
+        ("complete_delivery", Status.DELIVERING, dropped_payload, "next validates"),
+        (
+            "claim_delivery",
+            Status.COMPLETED,
+            granting_execute,
+            "claim_delivery leaves from, lands in and grants what the table says",
+        ),
+        (
+            "complete_delivery",
+            Status.DELIVERING,
+            granting_execute,
+            "complete_delivery leaves from, lands in and grants what the table says",
+        ),
+    ],
+)
+def test_a_violation_names_the_first_promise_broken(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    source: Status,
+    change: Callable[[Transition, Checkpoint, str], Transition],
+    promise: str,
+) -> None:
+    broken_advance(monkeypatch, change)
+    with pytest.raises(icontract.ViolationError) as caught:
+        call(name, RECORDS[source])
+    assert str(caught.value) == f"{name} broke a promise: {promise}"
+
+
+@pytest.mark.parametrize(("name", "source"), all_sources()[:3])
+def test_a_mutated_input_is_named_as_the_broken_promise(
+    monkeypatch: pytest.MonkeyPatch, name: str, source: Status
+) -> None:
+    original = transitions_module._load
+
+    def load(record: object, max_payload_bytes: int) -> Checkpoint:
+        checkpoint: Checkpoint = original(record, max_payload_bytes)
+        if isinstance(record, dict):
+            record["updatedAt"] = "1999-12-31T23:59:59Z"
+        return checkpoint
+
+    monkeypatch.setattr(transitions_module, "_load", load)
+    with pytest.raises(icontract.ViolationError) as caught:
+        call(name, RECORDS[source].to_dict())
+    assert str(caught.value) == f"{name} broke a promise: the input record is unchanged"
+
+
+def test_a_transition_that_keeps_its_promises_breaks_none() -> None:
+    record = RECORDS[Status.READY]
+    transition = call("claim_execution", record)
+    for name in ("claim_execution",):
+        assert transitions_module._broken_promise(name, record, record, transition) is None
+    # The same transition read as another one's breaks that one's table promise only.
+    assert transitions_module._broken_promise("claim_delivery", record, record, transition) == (
+        "claim_delivery leaves from, lands in and grants what the table says"
+    )
+
+
 def table_where(status: Status, action: Action) -> Any:
     statuses = dict(TABLE.statuses)
     statuses[status] = dataclasses.replace(statuses[status], action=action)
@@ -1257,8 +1333,9 @@ def test_decide_postcondition_catches_a_table_that_says_execute(
 ) -> None:
     monkeypatch.setattr(transitions_module, "TABLE", table_where(status, Action.EXECUTE))
     decide_checkpoint(RECORDS[Status.READY], BINDING)  # ready still decides fine
-    with pytest.raises(icontract.ViolationError):
+    with pytest.raises(icontract.ViolationError) as caught:
         decide_checkpoint(RECORDS[status], BINDING)
+    assert str(caught.value) == "decide broke a promise: decide answers execute for ready only"
     with pytest.raises(icontract.ViolationError):
         decide_checkpoint(RECORDS[status].to_dict(), BINDING)
 
@@ -1280,8 +1357,11 @@ def test_decide_postcondition_catches_an_answer_that_is_not_the_table(
 
     decide_checkpoint(RECORDS[status], BINDING)  # control
     monkeypatch.setattr(transitions_module, "Decision", wrong_decision)
-    with pytest.raises(icontract.ViolationError):
+    with pytest.raises(icontract.ViolationError) as caught:
         decide_checkpoint(RECORDS[status], BINDING)
+    assert str(caught.value) == (
+        "decide broke a promise: decide answers the status's action from the table"
+    )
 
 
 @pytest.mark.parametrize(
@@ -1335,7 +1415,7 @@ for label, probe in probes.items():
 original = tr._advance
 def broken(rule, record, when, **parts):
     t = original(rule, record, when, **parts)
-    return dataclasses.replace(t, next=dataclasses.replace(t.next, revision=t.next.revision + 1))
+    return t._replace(next=dataclasses.replace(t.next, revision=t.next.revision + 1))
 tr._advance = broken
 out["unchecked_revision"] = tec.claim_execution(ready, attempt_id="a", at=at).next.revision
 print(json.dumps(out))

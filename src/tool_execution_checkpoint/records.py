@@ -35,6 +35,43 @@ _ARGUMENT = ErrorCode.INVALID_ARGUMENT
 _INVALID = ErrorCode.INVALID_CHECKPOINT
 _DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 _MAX_REVISION = TABLE.limits.max_revision
+_MIN_REVISION = TABLE.initial_revision
+
+_PART_BITS: Mapping[str, int] = {
+    "execution": 1,
+    "execution.uncertain": 2,
+    "result": 4,
+    "result.prunedAt": 8,
+    "delivery": 16,
+    "delivery.deliveredAt": 32,
+}
+"""A bit for each nullable part, so that a record's shape is checked with two masks."""
+
+
+def mask_of_parts(parts: frozenset[str]) -> int:
+    """The bits of the nullable ``parts`` (persisted naming)."""
+    return sum(_PART_BITS[part] for part in parts)
+
+
+def present_mask(
+    execution: Execution | None, result: Result | None, delivery: Delivery | None
+) -> int:
+    """The bits of the nullable parts that a record with these parts holds."""
+    mask = 0
+    if execution is not None:
+        mask = 3 if execution.uncertain is not None else 1
+    if result is not None:
+        mask |= 12 if result.pruned_at is not None else 4
+    if delivery is not None:
+        mask |= 48 if delivery.delivered_at is not None else 16
+    return mask
+
+
+_SHAPES: Mapping[Status, tuple[int, int]] = {
+    status: (mask_of_parts(rule.required), mask_of_parts(rule.forbidden))
+    for status, rule in TABLE.statuses.items()
+}
+"""Each status's required and forbidden parts, as masks."""
 
 
 def _check_keys(raw: Mapping[Any, Any], expected: frozenset[str], path: str | None) -> None:
@@ -294,6 +331,70 @@ def _stored_result(
     return result
 
 
+def checked_checkpoint(
+    revision: int,
+    status: Status,
+    binding: Binding,
+    created_at: str,
+    updated_at: str,
+    *,
+    execution: Execution | None = None,
+    result: Result | None = None,
+    delivery: Delivery | None = None,
+) -> Checkpoint:
+    """A Checkpoint from parts the caller has already checked; only its shape (which parts
+    its status requires or forbids) is checked here (for the transitions)."""
+    checkpoint = object.__new__(Checkpoint)
+    put = object.__setattr__
+    put(checkpoint, "revision", revision)
+    put(checkpoint, "status", status)
+    put(checkpoint, "binding", binding)
+    put(checkpoint, "created_at", created_at)
+    put(checkpoint, "updated_at", updated_at)
+    put(checkpoint, "execution", execution)
+    put(checkpoint, "result", result)
+    put(checkpoint, "delivery", delivery)
+    checkpoint.check_shape()
+    return checkpoint
+
+
+def checked_execution(
+    attempt_id: str, claimed_at: str, uncertain: Uncertainty | None = None
+) -> Execution:
+    """An Execution from values the caller has already checked (for the transitions)."""
+    execution = object.__new__(Execution)
+    object.__setattr__(execution, "attempt_id", attempt_id)
+    object.__setattr__(execution, "claimed_at", claimed_at)
+    object.__setattr__(execution, "uncertain", uncertain)
+    return execution
+
+
+def checked_uncertainty(reason: str, at: str) -> Uncertainty:
+    """An Uncertainty from values the caller has already checked (for the transitions)."""
+    uncertainty = object.__new__(Uncertainty)
+    object.__setattr__(uncertainty, "reason", reason)
+    object.__setattr__(uncertainty, "at", at)
+    return uncertainty
+
+
+def checked_delivery(
+    delivery_id: str, claimed_at: str, delivered_at: str | None = None
+) -> Delivery:
+    """A Delivery from values the caller has already checked (for the transitions)."""
+    delivery = object.__new__(Delivery)
+    object.__setattr__(delivery, "delivery_id", delivery_id)
+    object.__setattr__(delivery, "claimed_at", claimed_at)
+    object.__setattr__(delivery, "delivered_at", delivered_at)
+    return delivery
+
+
+def checked_result(payload: object, completed_at: str, max_payload_bytes: int) -> Result:
+    """A Result for ``payload``, which is checked here, completed at ``completed_at`` and
+    under ``max_payload_bytes``, which the caller has already checked."""
+    text, size = encode_payload(payload, max_payload_bytes, "payload")
+    return _stored_result(text, size, completed_at)
+
+
 _RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
 _TOP_KEYS = frozenset(
     {
@@ -359,28 +460,18 @@ class Checkpoint:
 
     def present_parts(self) -> frozenset[str]:
         """The nullable parts (in persisted naming) that this record holds."""
-        parts = set()
-        if self.execution is not None:
-            parts.add("execution")
-            if self.execution.uncertain is not None:
-                parts.add("execution.uncertain")
-        if self.result is not None:
-            parts.add("result")
-            if self.result.pruned_at is not None:
-                parts.add("result.prunedAt")
-        if self.delivery is not None:
-            parts.add("delivery")
-            if self.delivery.delivered_at is not None:
-                parts.add("delivery.deliveredAt")
-        return frozenset(parts)
+        mask = present_mask(self.execution, self.result, self.delivery)
+        return frozenset(part for part, bit in _PART_BITS.items() if mask & bit)
 
     def check_shape(self) -> None:
         """Raise INVALID_CHECKPOINT unless the parts present are those the status table
         requires, and none it forbids."""
+        required, forbidden = _SHAPES[self.status]
+        mask = present_mask(self.execution, self.result, self.delivery)
+        if mask & required == required and not mask & forbidden:
+            return
         rule = TABLE.statuses[self.status]
         present = self.present_parts()
-        if rule.required <= present and not rule.forbidden & present:
-            return
         for part in sorted(rule.required - present):
             raise CheckpointError(_INVALID, f"is required in status {self.status}", field=part)
         for part in sorted(rule.forbidden & present):
@@ -393,17 +484,26 @@ class Checkpoint:
         validated: the copy's revision and shape are checked, the fields it keeps are
         not checked again. Raises INVALID_CHECKPOINT like the constructor.
         """
-        following = object.__new__(Checkpoint)
-        for name in _CHECKPOINT_FIELDS:
-            object.__setattr__(following, name, changes.pop(name, getattr(self, name)))
-        if changes:
-            raise TypeError(f"unknown Checkpoint fields: {sorted(changes)}")
-        if not TABLE.initial_revision <= following.revision <= TABLE.limits.max_revision:
+        if not changes.keys() <= _CHECKPOINT_FIELD_SET:
+            raise TypeError(
+                f"unknown Checkpoint fields: {sorted(changes.keys() - _CHECKPOINT_FIELD_SET)}"
+            )
+        get = changes.get
+        revision = get("revision", self.revision)
+        if not _MIN_REVISION <= revision <= _MAX_REVISION:
             raise CheckpointError(
                 _INVALID, "passes the largest revision", field="revision", limit=_MAX_REVISION
             )
-        following.check_shape()
-        return following
+        return checked_checkpoint(
+            revision,
+            get("status", self.status),
+            get("binding", self.binding),
+            get("created_at", self.created_at),
+            get("updated_at", self.updated_at),
+            execution=get("execution", self.execution),
+            result=get("result", self.result),
+            delivery=get("delivery", self.delivery),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
@@ -484,4 +584,4 @@ class Checkpoint:
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)
 
 
-_CHECKPOINT_FIELDS = tuple(field.name for field in dataclasses.fields(Checkpoint))
+_CHECKPOINT_FIELD_SET = frozenset(field.name for field in dataclasses.fields(Checkpoint))

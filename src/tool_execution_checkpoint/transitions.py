@@ -18,16 +18,28 @@ sets ``TOOL_CHECKPOINT_CONTRACTS=0``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 import icontract
 
 from .errors import CheckpointError, ErrorCode
-from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
+from .records import (
+    Binding,
+    Checkpoint,
+    Delivery,
+    Execution,
+    Result,
+    checked_checkpoint,
+    checked_delivery,
+    checked_execution,
+    checked_result,
+    checked_uncertainty,
+    mask_of_parts,
+    present_mask,
+)
 from .table import TABLE, Action, Fence, Status, TransitionRule
 from .validation import (
     check_identifier,
@@ -65,11 +77,15 @@ CONTRACTS_ENABLED: bool = __debug__ and os.environ.get("TOOL_CHECKPOINT_CONTRACT
 """Whether the icontract postconditions run (read once, at import)."""
 
 _CLAIMED = frozenset({Status.EXECUTING, Status.UNCERTAIN})
+_REQUIRES_NULL = {
+    name: mask_of_parts(rule.requires_null) for name, rule in TABLE.transitions.items()
+}
+_MAX_REVISION = TABLE.limits.max_revision
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Decision:
-    """What a loaded record says to do for a binding.
+class Decision(NamedTuple):
+    """What a loaded record says to do for a binding: ``(action, status, revision,
+    checkpoint)``.
 
     Attributes:
         action: The recovery action of the record's status (``execute`` only for ready).
@@ -84,10 +100,9 @@ class Decision:
     checkpoint: Checkpoint
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Transition:
-    """The result of a transition: act on it only after the store's compare-and-swap
-    from ``expected_revision`` to ``next`` succeeded.
+class Transition(NamedTuple):
+    """The result of a transition, ``(action, expected_revision, next)``: act on it only
+    after the store's compare-and-swap from ``expected_revision`` to ``next`` succeeded.
 
     Attributes:
         action: What a won swap grants: ``execute`` after claim_execution, ``deliver``
@@ -122,16 +137,21 @@ def _as_checkpoint(record: object) -> Checkpoint | None:
 def _unchanged(before: Checkpoint | None, record: object) -> bool:
     """The input still reads as the record it was before the call. A Checkpoint is
     immutable; a mapping is read again, so any change to it shows."""
-    return before is not None and _as_checkpoint(record) == before
+    if before is None:
+        return False
+    after = _as_checkpoint(record)
+    return after is before or after == before
 
 
 def _conforms(checkpoint: Checkpoint) -> bool:
     """The next record is a Checkpoint whose parts are exactly what its status needs."""
+    if type(checkpoint) is not Checkpoint:
+        return False
     try:
         checkpoint.check_shape()
     except CheckpointError:
         return False
-    return type(checkpoint) is Checkpoint
+    return True
 
 
 def _leaves_claim_for_ready(before: Checkpoint | None, after: Checkpoint) -> bool:
@@ -157,95 +177,63 @@ def _payload_kept(before: Checkpoint | None, after: Checkpoint) -> bool:
 _F = TypeVar("_F", bound=Callable[..., Transition])
 
 
-# The conditions are named functions, not lambdas: icontract then names the broken
-# promise in its ViolationError without re-reading the decorator's source.
+def _broken_promise(
+    name: str, before: Checkpoint | None, record: object, transition: Transition
+) -> str | None:
+    """The first promise of transition ``name`` that ``transition`` breaks, or None.
 
-
-def _input_unchanged(OLD: Any, record: object) -> bool:
-    return _unchanged(OLD.record, record)
-
-
-def _next_validates(result: Transition) -> bool:
-    return _conforms(result.next)
-
-
-def _revision_moves_by_one(OLD: Any, result: Transition) -> bool:
-    before: Checkpoint | None = OLD.record
-    return (
-        before is not None
-        and result.expected_revision == before.revision
-        and result.next.revision == result.expected_revision + 1
-    )
-
-
-def _never_back_to_ready(OLD: Any, result: Transition) -> bool:
-    return not _leaves_claim_for_ready(OLD.record, result.next)
-
-
-def _binding_and_creation_kept(OLD: Any, result: Transition) -> bool:
-    before: Checkpoint | None = OLD.record
-    return (
-        before is not None
-        and result.next.binding == before.binding
-        and result.next.created_at == before.created_at
-    )
-
-
-def _payload_never_changes(OLD: Any, result: Transition) -> bool:
-    return _payload_kept(OLD.record, result.next)
-
-
-def _follows_the_table(name: str) -> Callable[[Any, Transition], bool]:
+    ``before`` is the input read before the call (None when it was not a valid record,
+    which cannot happen once the call returned), ``record`` the input after the call."""
+    following = transition.next
+    if not _unchanged(before, record):
+        return "the input record is unchanged"
+    assert before is not None  # _unchanged is False for None
+    if not _conforms(following):
+        return "next validates"
+    if not (
+        transition.expected_revision == before.revision
+        and following.revision == transition.expected_revision + 1
+    ):
+        return "expected_revision is the input's revision and next is one past it"
+    if _leaves_claim_for_ready(before, following):
+        return "no transition leaves executing or uncertain for ready"
+    if following.binding != before.binding or following.created_at != before.created_at:
+        return "the binding and creation time never change"
+    if not _payload_kept(before, following):
+        return "a completed payload never changes"
     rule = TABLE.transitions[name]
-
-    def follows_the_table(OLD: Any, result: Transition) -> bool:
-        before: Checkpoint | None = OLD.record
-        return (
-            before is not None
-            and before.status in rule.sources
-            and result.next.status is rule.target
-            and result.action is rule.grants
-        )
-
-    return follows_the_table
+    if not (
+        before.status in rule.sources
+        and following.status is rule.target
+        and transition.action is rule.grants
+    ):
+        return f"{name} leaves from, lands in and grants what the table says"
+    return None
 
 
 def _transition_contracts(name: str) -> Callable[[_F], _F]:
-    """The postconditions every transition promises, for the table's transition ``name``."""
+    """The postcondition every transition promises, for the table's transition ``name``:
+    one icontract condition over all the promises, so that a call pays icontract's
+    per-condition cost once; a violation names the first promise broken."""
+
+    def keeps_every_promise(OLD: Any, record: object, result: Transition) -> bool:
+        return _broken_promise(name, OLD.record, record, result) is None
+
+    def violation(OLD: Any, record: object, result: Transition) -> icontract.ViolationError:
+        broken = _broken_promise(name, OLD.record, record, result)
+        return icontract.ViolationError(f"{name} broke a promise: {broken}")
+
     enabled = CONTRACTS_ENABLED
-    decorators: list[Callable[[_F], _F]] = [
-        icontract.snapshot(_as_checkpoint, name="record", enabled=enabled),
-        icontract.ensure(_input_unchanged, "the input record is unchanged", enabled=enabled),
-        icontract.ensure(_next_validates, "next validates", enabled=enabled),
-        icontract.ensure(
-            _revision_moves_by_one,
-            "expected_revision is the input's revision and next is one past it",
-            enabled=enabled,
-        ),
-        icontract.ensure(
-            _never_back_to_ready,
-            "no transition leaves executing or uncertain for ready",
-            enabled=enabled,
-        ),
-        icontract.ensure(
-            _binding_and_creation_kept,
-            "the binding and creation time never change",
-            enabled=enabled,
-        ),
-        icontract.ensure(
-            _payload_never_changes, "a completed payload never changes", enabled=enabled
-        ),
-        icontract.ensure(
-            _follows_the_table(name),
-            f"{name} leaves from, lands in and grants what the table says",
-            enabled=enabled,
-        ),
-    ]
+    snapshot = icontract.snapshot(_as_checkpoint, name="record", enabled=enabled)
+    ensure = icontract.ensure(
+        keeps_every_promise,
+        f"{name} keeps every promise of a transition",
+        error=violation,
+        enabled=enabled,
+    )
 
     def decorate(function: _F) -> _F:
-        for decorator in reversed(decorators):
-            function = decorator(function)
-        return function
+        return snapshot(ensure(function))
 
     return decorate
 
@@ -254,10 +242,12 @@ def _transition_contracts(name: str) -> Callable[[_F], _F]:
 
 
 def _load(record: object, max_payload_bytes: int) -> Checkpoint:
-    """Validate a record, as a Checkpoint or as a raw mapping, under a payload limit."""
+    """Validate a record, as a Checkpoint or as a raw mapping, under a payload limit.
+
+    A Checkpoint is valid by construction, so only its payload's size is checked against
+    this call's limit."""
     limit = check_max_payload_bytes(max_payload_bytes)
     if type(record) is Checkpoint:
-        record.check_shape()
         if record.result is not None and record.result.payload_bytes > limit:
             raise CheckpointError(
                 ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
@@ -285,8 +275,9 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
             f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
             field="status",
         )
-    for part in sorted(rule.requires_null & record.present_parts()):
-        raise CheckpointError(ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=part)
+    if present_mask(record.execution, record.result, record.delivery) & _REQUIRES_NULL[name]:
+        for part in sorted(rule.requires_null & record.present_parts()):
+            raise CheckpointError(ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=part)
     if rule.fence is Fence.ATTEMPT_ID:
         owner = record.execution.attempt_id if record.execution is not None else None
         argument = "attempt_id"
@@ -302,20 +293,38 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
     return rule
 
 
-def _advance(rule: TransitionRule, record: Checkpoint, at: str, **parts: Any) -> Transition:
+def _advance(
+    rule: TransitionRule,
+    record: Checkpoint,
+    at: str,
+    *,
+    execution: Execution | None,
+    result: Result | None,
+    delivery: Delivery | None,
+) -> Transition:
     """Build the next record: the rule's target status, revision + 1, ``at`` as updatedAt,
-    and the parts the transition sets or clears."""
-    if record.revision >= TABLE.limits.max_revision:
+    the binding and creation time kept, and the given parts (each transition passes the
+    parts it keeps and the ones it sets or clears). Only the shape is checked: every part
+    comes checked."""
+    if record.revision >= _MAX_REVISION:
         raise CheckpointError(
             ErrorCode.INVALID_TRANSITION,
             "the record has reached the largest revision",
             field="revision",
-            limit=TABLE.limits.max_revision,
+            limit=_MAX_REVISION,
         )
-    following = record._evolve(
-        revision=record.revision + 1, status=rule.target, updated_at=at, **parts
+    revision = record.revision
+    following = checked_checkpoint(
+        revision + 1,
+        rule.target,
+        record.binding,
+        record.created_at,
+        at,
+        execution=execution,
+        result=result,
+        delivery=delivery,
     )
-    return Transition(action=rule.grants, expected_revision=record.revision, next=following)
+    return Transition(rule.grants, revision, following)
 
 
 # --- the public functions ---------------------------------------------------------------
@@ -334,23 +343,30 @@ def create_checkpoint(binding: Binding, *, created_at: Timestamp) -> Checkpoint:
     if type(binding) is not Binding:
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
     at = timestamp_argument(created_at, "created_at")
-    return Checkpoint(
-        revision=TABLE.initial_revision,
-        status=TABLE.initial_status,
-        binding=binding,
-        created_at=at,
-        updated_at=at,
-    )
+    return checked_checkpoint(TABLE.initial_revision, TABLE.initial_status, binding, at, at)
+
+
+def _wrong_decision(decision: Decision) -> str | None:
+    """The first promise of decide that ``decision`` breaks, or None."""
+    if decision.action is Action.EXECUTE and decision.status is not Status.READY:
+        return "decide answers execute for ready only"
+    if decision.action is not TABLE.statuses[decision.status].action:
+        return "decide answers the status's action from the table"
+    return None
+
+
+def _decides_right(result: Decision) -> bool:
+    return _wrong_decision(result) is None
+
+
+def _decision_violation(result: Decision) -> icontract.ViolationError:
+    return icontract.ViolationError(f"decide broke a promise: {_wrong_decision(result)}")
 
 
 @icontract.ensure(
-    lambda result: result.action is not Action.EXECUTE or result.status is Status.READY,
-    "decide answers execute for ready only",
-    enabled=CONTRACTS_ENABLED,
-)
-@icontract.ensure(
-    lambda result: result.action is TABLE.statuses[result.status].action,
-    "decide answers the status's action from the table",
+    _decides_right,
+    "decide answers execute for ready only, and the status's action from the table",
+    error=_decision_violation,
     enabled=CONTRACTS_ENABLED,
 )
 def decide_checkpoint(
@@ -370,7 +386,7 @@ def decide_checkpoint(
     checkpoint = _load(record, max_payload_bytes)
     if type(binding) is not Binding:
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
-    if checkpoint.binding != binding:
+    if checkpoint.binding is not binding and checkpoint.binding != binding:
         differing = checkpoint.binding.differing_fields(binding)
         raise CheckpointError(
             ErrorCode.BINDING_CONFLICT,
@@ -404,7 +420,14 @@ def claim_execution(
     attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
     when = timestamp_argument(at, "at")
     rule = _guard("claim_execution", checkpoint)
-    return _advance(rule, checkpoint, when, execution=Execution(attempt, when))
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checked_execution(attempt, when),
+        result=checkpoint.result,
+        delivery=checkpoint.delivery,
+    )
 
 
 def complete_execution(
@@ -447,8 +470,15 @@ def _complete_execution(
     attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
     when = timestamp_argument(at, "at")
     rule = _guard("complete_execution", checkpoint, attempt)
-    stored = Result(payload, completed_at=when, max_payload_bytes=max_payload_bytes)
-    return _advance(rule, checkpoint, when, result=stored)
+    stored = checked_result(payload, when, max_payload_bytes)
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=stored,
+        delivery=checkpoint.delivery,
+    )
 
 
 @_transition_contracts("mark_execution_uncertain")
@@ -475,8 +505,19 @@ def mark_execution_uncertain(
     why = check_reason(reason, "reason", ErrorCode.INVALID_ARGUMENT)
     rule = _guard("mark_execution_uncertain", checkpoint, attempt)
     assert checkpoint.execution is not None  # the table's shape for executing requires it
-    execution = dataclasses.replace(checkpoint.execution, uncertain=Uncertainty(why, when))
-    return _advance(rule, checkpoint, when, execution=execution)
+    execution = checked_execution(
+        checkpoint.execution.attempt_id,
+        checkpoint.execution.claimed_at,
+        checked_uncertainty(why, when),
+    )
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=execution,
+        result=checkpoint.result,
+        delivery=checkpoint.delivery,
+    )
 
 
 @_transition_contracts("claim_delivery")
@@ -499,7 +540,14 @@ def claim_delivery(
     delivery = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
     when = timestamp_argument(at, "at")
     rule = _guard("claim_delivery", checkpoint)
-    return _advance(rule, checkpoint, when, delivery=Delivery(delivery, when))
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=checkpoint.result,
+        delivery=checked_delivery(delivery, when),
+    )
 
 
 @_transition_contracts("release_delivery")
@@ -522,7 +570,14 @@ def release_delivery(
     delivery = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
     when = timestamp_argument(at, "at")
     rule = _guard("release_delivery", checkpoint, delivery)
-    return _advance(rule, checkpoint, when, delivery=None)
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=checkpoint.result,
+        delivery=None,
+    )
 
 
 @_transition_contracts("complete_delivery")
@@ -545,8 +600,17 @@ def complete_delivery(
     when = timestamp_argument(at, "at")
     rule = _guard("complete_delivery", checkpoint, delivery_arg)
     assert checkpoint.delivery is not None  # the table's shape for delivering requires it
-    delivery = dataclasses.replace(checkpoint.delivery, delivered_at=when)
-    return _advance(rule, checkpoint, when, delivery=delivery)
+    delivery = checked_delivery(
+        checkpoint.delivery.delivery_id, checkpoint.delivery.claimed_at, when
+    )
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=checkpoint.result,
+        delivery=delivery,
+    )
 
 
 @_transition_contracts("prune_result")
@@ -570,7 +634,14 @@ def prune_result(
     when = timestamp_argument(at, "at")
     rule = _guard("prune_result", checkpoint)
     assert checkpoint.result is not None  # the table's shape for delivered requires it
-    return _advance(rule, checkpoint, when, result=checkpoint.result.pruned(when))
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=checkpoint.result.pruned(when),
+        delivery=checkpoint.delivery,
+    )
 
 
 def validate_checkpoint(

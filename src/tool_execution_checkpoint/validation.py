@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import calendar
 import json
-import math
 import re
 from datetime import datetime
-from typing import TypeAlias
+from math import isfinite
+from typing import Any, TypeAlias
 
 from .errors import CheckpointError, ErrorCode
 from .table import TABLE
@@ -44,9 +44,14 @@ TIMESTAMP_PATTERN = (
 """The timestamp profile as a regular expression to match in full (no anchors). It checks
 every field's range; only the day of the month is left to :func:`check_timestamp`."""
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
 
 
 def _checked_text(value: object, field: str, code: ErrorCode, limit: int, what: str) -> str:
+    if type(value) is str and 0 < len(value) <= limit and value.isascii() and value.isprintable():
+        return value  # the common case, decided without the regular expression
     if type(value) is not str:
         raise CheckpointError(code, f"{what} must be a str", field=field)
     if not value or len(value) > limit:
@@ -79,8 +84,8 @@ def check_timestamp(value: object, field: str, code: ErrorCode) -> str:
     match = _TIMESTAMP.fullmatch(value)
     if match is None:
         raise CheckpointError(code, "a timestamp must be RFC 3339 with an offset", field=field)
-    day = int(match.group(3))
-    if day > 28 and day > calendar.monthrange(int(match.group(1)), int(match.group(2)))[1]:
+    day = match.group(3)
+    if day > "28" and int(day) > calendar.monthrange(int(match.group(1)), int(match.group(2)))[1]:
         raise CheckpointError(code, "a timestamp names a day its month lacks", field=field)
     return value
 
@@ -109,6 +114,8 @@ def timestamp_argument(value: object, field: str) -> str:
     Accepts an RFC 3339 str or an aware :class:`datetime.datetime`; a naive datetime is
     refused because its instant is unknown.
     """
+    if type(value) is str:
+        return check_timestamp(value, field, ErrorCode.INVALID_ARGUMENT)
     if isinstance(value, datetime):
         if value.utcoffset() is None:
             raise CheckpointError(
@@ -131,23 +138,31 @@ def check_max_payload_bytes(value: object) -> int:
     return value
 
 
-def _walk(value: object, field: str) -> None:
+def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
     """Refuse anything but plain JSON types, and pass the depth or value-count limit.
 
     Counting happens per container before its items are visited, so a container that
-    would pass the count limit is refused without being walked.
+    would pass the count limit is refused without being walked. With ``check_floats``
+    false, NaN and the infinities are left to the encoder, which refuses them too. The
+    walk keeps its own stack of containers, so deep payloads cost no Python recursion.
     """
     max_depth = _LIMITS.max_depth
     max_values = _LIMITS.max_values
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        if kind is float:
+            if check_floats and not isfinite(value):  # type: ignore[arg-type]
+                raise CheckpointError(
+                    ErrorCode.PAYLOAD_NOT_JSON, "is NaN or an infinity", field=field
+                )
+        elif not (kind is str or kind is int or kind is bool or value is None):
+            raise _not_json(kind, field)
+        return
     count = 1
-
-    def refuse_type(kind: type) -> CheckpointError:
-        return CheckpointError(
-            ErrorCode.PAYLOAD_NOT_JSON, f"holds a {kind.__name__}, which is not JSON", field=field
-        )
-
-    def visit(container: dict[object, object] | list[object], depth: int) -> None:
-        nonlocal count
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    push = stack.append
+    while stack:
+        container, depth = stack.pop()
         if depth > max_depth:
             raise CheckpointError(
                 ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
@@ -173,29 +188,25 @@ def _walk(value: object, field: str) -> None:
                     )
             items = container.values()
         else:
-            items = container  # type: ignore[assignment]
+            items = container
         for item in items:
             kind = type(item)
             if kind is str or kind is int or kind is bool or item is None:
                 continue
-            if kind is float:
-                if not math.isfinite(item):  # type: ignore[arg-type]
-                    raise CheckpointError(
-                        ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity", field=field
-                    )
-            elif kind is dict or kind is list:
-                visit(item, depth + 1)  # type: ignore[arg-type]
-            else:
-                raise refuse_type(kind)
+            if kind is dict or kind is list:
+                push((item, depth + 1))
+            elif kind is not float:
+                raise _not_json(kind, field)
+            elif check_floats and not isfinite(item):
+                raise CheckpointError(
+                    ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity", field=field
+                )
 
-    kind = type(value)
-    if kind is dict or kind is list:
-        visit(value, 1)  # type: ignore[arg-type]
-    elif kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
-            raise CheckpointError(ErrorCode.PAYLOAD_NOT_JSON, "is NaN or an infinity", field=field)
-    elif not (kind is str or kind is int or kind is bool or value is None):
-        raise refuse_type(kind)
+
+def _not_json(kind: type, field: str) -> CheckpointError:
+    return CheckpointError(
+        ErrorCode.PAYLOAD_NOT_JSON, f"holds a {kind.__name__}, which is not JSON", field=field
+    )
 
 
 def check_json_shape(value: object, field: str) -> None:
@@ -211,13 +222,13 @@ def encode_payload(value: object, max_payload_bytes: int, field: str) -> tuple[s
     compact UTF-8 encoding (no spaces, non-ASCII not escaped) must be at most
     ``max_payload_bytes`` long: exactly the limit is accepted, one byte more is refused.
     """
-    _walk(value, field)
+    _walk(value, field, check_floats=False)
     try:
-        text = json.dumps(
-            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-        )
+        text = _ENCODE(value)
     except ValueError:
-        # The only ValueError left after the walk: an int past Python's int-to-str limit.
+        # The encoder refuses NaN and the infinities; the walk names them. The only other
+        # ValueError after the walk: an int past Python's int-to-str limit.
+        _walk(value, field)
         raise CheckpointError(
             ErrorCode.PAYLOAD_LIMIT_EXCEEDED, "holds an integer with too many digits", field=field
         ) from None
