@@ -60,12 +60,12 @@ mutate: $(STAMP)
 	$(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results > proofs/results-mutmut.txt
 
-## bench: measured costs, each as a ratio to a baseline run in the same command
+## bench: every measured cost as a ratio to a baseline run in the same command, printed
+## as one table and written to benchmarks/results.json (throwaway PostgreSQL and Redis
+## servers on loopback; the peers from the bench extra). BENCH_FLAGS=--quick: a smoke run
 bench: $(STAMP)
-	$(BIN)/python benchmarks/harness_speed.py --json benchmarks/results-harness.json
-	$(BIN)/python benchmarks/store_sqlite.py --json benchmarks/results-sqlite.json
-	$(BIN)/python benchmarks/store_postgres.py --json benchmarks/results-postgres.json
-	$(BIN)/python benchmarks/store_redis.py --json benchmarks/results-redis.json
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python benchmarks/run_all.py --json benchmarks/results.json $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

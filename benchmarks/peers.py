@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import redis
@@ -89,6 +89,7 @@ Batch = Callable[[str, int], None]
 @dataclass(frozen=True)
 class Subject:
     name: str
+    """What the table calls it: the library and its API, and the store for this one."""
     library: str
     batch: Batch
 
@@ -221,14 +222,15 @@ def idemkit_async_batch(backend: Any, ran: Ran, loop: Loop) -> Batch:
 
 
 def powertools_batch(client: redis.Redis, ran: Ran) -> Batch:
-    layer = RedisCachePersistenceLayer(client=client)  # type: ignore[arg-type]
+    layer = RedisCachePersistenceLayer(client=cast(Any, client))
     config = IdempotencyConfig(event_key_jmespath="job")
     context = FakeLambdaContext()
 
-    @idempotent(persistence_store=layer, config=config)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         del context
         return ran(event["job"])
+
+    handler = idempotent(persistence_store=layer, config=config)(handle)
 
     def batch(run: str, calls: int) -> None:
         for number in range(calls):
@@ -265,12 +267,12 @@ def postgres_subjects(url: str, loop: Loop, tag: str) -> Iterator[list[Subject]]
                 tec_async(async_store, ran, loop),
             ),
             Subject(
-                "idemkit idempotent_sync, Postgres",
+                "idemkit sync",
                 "idemkit",
                 idemkit_sync_batch(sync_backend, ran),
             ),
             Subject(
-                "idemkit idempotent (async), Postgres",
+                "idemkit async",
                 "idemkit",
                 idemkit_async_batch(async_backend, ran, loop),
             ),
@@ -302,16 +304,14 @@ def redis_subjects(url: str, loop: Loop, tag: str) -> Iterator[list[Subject]]:
                 "this library",
                 tec_async(AsyncRedisStore(async_client, prefix=f"tec-async-{tag}:"), ran, loop),
             ),
+            Subject("idemkit sync", "idemkit", idemkit_sync_batch(sync_backend, ran)),
             Subject(
-                "idemkit idempotent_sync, Redis", "idemkit", idemkit_sync_batch(sync_backend, ran)
-            ),
-            Subject(
-                "idemkit idempotent (async), Redis",
+                "idemkit async",
                 "idemkit",
                 idemkit_async_batch(async_backend, ran, loop),
             ),
             Subject(
-                "powertools idempotent, Redis",
+                "powertools",
                 "powertools",
                 powertools_batch(powertools_client, ran),
             ),
@@ -443,15 +443,17 @@ def figures_for(server: str, result: dict[str, Any]) -> list[Figure]:
         library = result["library"][name]
         counted = result["counts"][name]
         mine = library == "this library"
-        slug = name.lower().replace(" (async)", "_async").replace(", ", ".").replace(" ", "_")
+        slug = name.lower().replace(", ", ".").replace(" ", "_")
+        where = {"postgres": "PostgreSQL", "redis": "Redis"}[server]
+        work = f"{counted['server_work_per_call']:g} {result['server_work'].split(' (')[0]}"
         figures.append(
             Figure(
                 key=f"peers.{server}.{slug}",
-                label=f"guarded call: {name}",
+                label=f"{where} guarded call: {name}",
                 value=us,
                 unit="µs",
                 baseline=result["us_per_call"][fastest],
-                baseline_label=f"fastest peer: {fastest}",
+                baseline_label=fastest,
                 ratio=result["ratio_to_fastest_peer"][name],
                 target=TARGET if mine else None,
                 note=(
@@ -465,11 +467,11 @@ def figures_for(server: str, result: dict[str, Any]) -> list[Figure]:
         figures.append(
             Figure(
                 key=f"peers.{server}.{slug}.round_trips",
-                label=f"round trips per call: {name}",
+                label=f"{where} round trips per call: {name} ({work})",
                 value=counted["round_trips_per_call"],
                 unit="",
                 baseline=result["counts"][fastest]["round_trips_per_call"],
-                baseline_label=f"fastest peer: {fastest}",
+                baseline_label=fastest,
                 ratio=round(
                     counted["round_trips_per_call"]
                     / max(result["counts"][fastest]["round_trips_per_call"], 1e-9),
