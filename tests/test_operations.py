@@ -136,6 +136,7 @@ def test_prune_refuses_a_negative_retention() -> None:
 )
 def test_list_records_refuses_bad_arguments(arguments: dict[str, object], field: str) -> None:
     store, _ = _filled()
+    arguments = dict(arguments)  # the parameter is shared by every run in this process
     statuses = arguments.pop("statuses")
     with pytest.raises(CheckpointError) as caught:
         store.list_records(statuses, **arguments)  # type: ignore[arg-type]

@@ -135,52 +135,274 @@ def _delete(path: str) -> Mutation:
     return mutate
 
 
-UNSAFE_OR_MALFORMED: dict[str, Mutation] = {
-    "a transition back to ready": _add_reset,
-    "uncertain goes back to ready": _set("transitions.complete_execution.to", "ready"),
-    "decide says execute for completed": _set("statuses.completed.action", "execute"),
-    "decide says deliver for ready": _set("statuses.ready.action", "deliver"),
-    "completing without the attempt fence": _set("transitions.complete_execution.fence", "none"),
-    "uncertain without the attempt fence": _set(
-        "transitions.mark_execution_uncertain.fence", "deliveryId"
+TRANSITION_KEYS = "['clears', 'fence', 'from', 'grants', 'meaning', 'requires_null', 'sets', 'to']"
+STATUS_KEYS = "['action', 'forbidden', 'meaning', 'required', 'terminal']"
+TOP_KEYS = "['errors', 'limits', 'promises', 'protocol', 'statuses', 'timestamps', 'transitions']"
+PROTOCOL_KEYS = (
+    "['format_why', 'initial_revision', 'initial_revision_why', 'initial_status', 'schema_version']"
+)
+LIMIT_KEYS = (
+    "['ceiling_max_payload_bytes', 'default_max_payload_bytes', 'max_depth',"
+    " 'max_identifier_chars', 'max_reason_chars', 'max_revision', 'max_values']"
+)
+UNKNOWN_PART = "unknown field or part, or no from-status"
+
+# name -> (the edit, the exact refusal): each refusal names where the table is wrong.
+UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
+    "a transition back to ready": (
+        _add_reset,
+        "reset_execution: no transition may land in ready",
     ),
-    "finishing a delivery without its fence": _set(
-        "transitions.complete_delivery.fence", "attemptId"
+    "uncertain goes back to ready": (
+        _set("transitions.complete_execution.to", "ready"),
+        "complete_execution: no transition may land in ready",
     ),
-    "a transition out of a terminal status": _set(
-        "transitions.release_delivery.from", ["delivering", "delivered"]
+    "decide says execute for completed": (
+        _set("statuses.completed.action", "execute"),
+        "decide must answer execute for ready and for no other status",
     ),
-    "claim_delivery grants execute": _set("transitions.claim_delivery.grants", "execute"),
-    "records start executing": _set("protocol.initial_status", "executing"),
-    "records start at revision 0": _set("protocol.initial_revision", 0),
-    "a status missing": _delete("statuses.uncertain"),
-    "an unknown status": _set("transitions.claim_execution.to", "paused"),
-    "an unknown action": _set("statuses.ready.action", "retry"),
-    "an unknown field in sets": _set("transitions.claim_execution.sets", ["execution.lease"]),
-    "an unknown part in clears": _set("transitions.release_delivery.clears", ["binding"]),
-    "required and forbidden overlap": _set("statuses.ready.required", ["execution"]),
-    "an unknown key": _set("transitions.claim_execution.lease_seconds", 30),
-    "a missing key": _delete("transitions.claim_execution.grants"),
-    "a non-terminal status with action none": _set("statuses.delivered.terminal", False),
-    "an undocumented error code": _delete("errors.FENCE_CONFLICT"),
-    "a negative limit": _set("limits.max_depth", -1),
-    "a string limit": _set("limits.max_values", "10000"),
-    "no from-status": _set("transitions.claim_delivery.from", []),
-    "a listed item twice": _set("transitions.complete_execution.from", ["executing"] * 2),
+    "decide says deliver for ready": (
+        _set("statuses.ready.action", "deliver"),
+        "decide must answer execute for ready and for no other status",
+    ),
+    "completing without the attempt fence": (
+        _set("transitions.complete_execution.fence", "none"),
+        "complete_execution: leaving executing must be fenced by attemptId",
+    ),
+    "uncertain without the attempt fence": (
+        _set("transitions.mark_execution_uncertain.fence", "deliveryId"),
+        "mark_execution_uncertain: leaving executing must be fenced by attemptId",
+    ),
+    "finishing a delivery without its fence": (
+        _set("transitions.complete_delivery.fence", "attemptId"),
+        "complete_delivery: leaving delivering must be fenced by deliveryId",
+    ),
+    "a transition out of a terminal status": (
+        _set("transitions.release_delivery.from", ["delivering", "delivered"]),
+        "release_delivery: a terminal status may only step to itself, granting none",
+    ),
+    "a terminal status stepping to itself with a grant": (
+        _set("transitions.prune_result.grants", "deliver"),
+        "prune_result: a terminal status may only step to itself, granting none",
+    ),
+    "claim_delivery grants execute": (
+        _set("transitions.claim_delivery.grants", "execute"),
+        "claim_delivery: only ready -> executing may grant execute",
+    ),
+    "claim_execution also leaves from completed": (
+        _set("transitions.claim_execution.from", ["ready", "completed"]),
+        "claim_execution: only ready -> executing may grant execute",
+    ),
+    "records start executing": (
+        _set("protocol.initial_status", "executing"),
+        "records must start in ready at a revision of at least 1",
+    ),
+    "records start at revision 0": (
+        _set("protocol.initial_revision", 0),
+        "records must start in ready at a revision of at least 1",
+    ),
+    "a status missing": (
+        _delete("statuses.uncertain"),
+        "[statuses] must list every Status exactly once",
+    ),
+    "a status that does not exist": (
+        _set("statuses.paused", _data()["statuses"]["ready"]),
+        "statuses.paused: 'paused' is not a valid Status",
+    ),
+    "an unknown status": (
+        _set("transitions.claim_execution.to", "paused"),
+        "transitions.claim_execution: 'paused' is not a valid Status",
+    ),
+    "an unknown from-status": (
+        _set("transitions.claim_execution.from", ["paused"]),
+        "transitions.claim_execution: 'paused' is not a valid Status",
+    ),
+    "an unknown action": (
+        _set("statuses.ready.action", "retry"),
+        "statuses.ready: 'retry' is not a valid Action",
+    ),
+    "an unknown grant": (
+        _set("transitions.claim_execution.grants", "retry"),
+        "transitions.claim_execution: 'retry' is not a valid Action",
+    ),
+    "an unknown fence": (
+        _set("transitions.claim_execution.fence", "lease"),
+        "transitions.claim_execution: 'lease' is not a valid Fence",
+    ),
+    "an unknown field in sets": (
+        _set("transitions.claim_execution.sets", ["execution.lease"]),
+        f"transitions.claim_execution: {UNKNOWN_PART}",
+    ),
+    "an unknown part in clears": (
+        _set("transitions.release_delivery.clears", ["binding"]),
+        f"transitions.release_delivery: {UNKNOWN_PART}",
+    ),
+    "an unknown part in requires_null": (
+        _set("transitions.claim_execution.requires_null", ["binding"]),
+        f"transitions.claim_execution: {UNKNOWN_PART}",
+    ),
+    "no from-status": (
+        _set("transitions.claim_delivery.from", []),
+        f"transitions.claim_delivery: {UNKNOWN_PART}",
+    ),
+    "required and forbidden overlap": (
+        _set("statuses.ready.required", ["execution"]),
+        "statuses.ready: required and forbidden must be disjoint nullable parts",
+    ),
+    "an unknown required part": (
+        _set("statuses.completed.required", ["result", "binding"]),
+        "statuses.completed: required and forbidden must be disjoint nullable parts",
+    ),
+    "an unknown forbidden part": (
+        _set("statuses.ready.forbidden", ["lease"]),
+        "statuses.ready: required and forbidden must be disjoint nullable parts",
+    ),
+    "a terminal flag that is not a boolean": (
+        _set("statuses.ready.terminal", "no"),
+        "statuses.ready.terminal must be a boolean",
+    ),
+    "a status row that is not a table": (
+        _set("statuses.ready", "execute"),
+        "[statuses.ready] must be a table",
+    ),
+    "a status row with an unknown key": (
+        _set("statuses.ready.lease_seconds", 30),
+        f"statuses.ready must have exactly the keys {STATUS_KEYS}",
+    ),
+    "an unknown key": (
+        _set("transitions.claim_execution.lease_seconds", 30),
+        f"transitions.claim_execution must have exactly the keys {TRANSITION_KEYS}",
+    ),
+    "a missing key": (
+        _delete("transitions.claim_execution.grants"),
+        f"transitions.claim_execution must have exactly the keys {TRANSITION_KEYS}",
+    ),
+    "a transition row that is not a table": (
+        _set("transitions.claim_execution", ["ready", "executing"]),
+        "[transitions.claim_execution] must be a table",
+    ),
+    "a non-terminal status with action none": (
+        _set("statuses.delivered.terminal", False),
+        "status delivered is terminal iff its action is none",
+    ),
+    "a terminal status with an action": (
+        _set("statuses.completed.terminal", True),
+        "status completed is terminal iff its action is none",
+    ),
+    "an undocumented error code": (
+        _delete("errors.FENCE_CONFLICT"),
+        "[errors] must document every ErrorCode exactly once",
+    ),
+    "an error code that does not exist": (
+        _set("errors.TIMEOUT", {"meaning": "m", "remedy": "r"}),
+        "errors.TIMEOUT: 'TIMEOUT' is not a valid ErrorCode",
+    ),
+    "an error row that is not a table": (
+        _set("errors.FENCE_CONFLICT", "lost"),
+        "[errors.FENCE_CONFLICT] must be a table",
+    ),
+    "an error row without its remedy": (
+        _delete("errors.FENCE_CONFLICT.remedy"),
+        "errors.FENCE_CONFLICT must have exactly the keys ['meaning', 'remedy']",
+    ),
+    "an empty remedy": (
+        _set("errors.FENCE_CONFLICT.remedy", ""),
+        "errors.FENCE_CONFLICT.remedy must be a non-empty string",
+    ),
+    "a negative limit": (
+        _set("limits.max_depth", -1),
+        "limits.max_depth must be a non-negative integer",
+    ),
+    "a string limit": (
+        _set("limits.max_values", "10000"),
+        "limits.max_values must be a non-negative integer",
+    ),
+    "a boolean limit": (
+        _set("limits.max_revision", True),
+        "limits.max_revision must be a non-negative integer",
+    ),
+    "an unknown limit": (
+        _set("limits.max_lease_seconds", 30),
+        f"[limits] must have exactly the keys {LIMIT_KEYS}",
+    ),
+    "a listed item twice": (
+        _set("transitions.complete_execution.from", ["executing"] * 2),
+        "transitions.complete_execution.from lists an item twice",
+    ),
+    "a list that holds a number": (
+        _set("promises.guarantees", ["at most once", 1]),
+        "promises.guarantees must be a list of strings",
+    ),
+    "a string where a list belongs": (
+        _set("promises.non_guarantees", "exactly once"),
+        "promises.non_guarantees must be a list of strings",
+    ),
+    "an unknown promises key": (
+        _set("promises.maybe", []),
+        "[promises] must have exactly the keys ['guarantees', 'non_guarantees']",
+    ),
+    "a timestamps section without its format": (
+        _delete("timestamps.format"),
+        "[timestamps] must have exactly the keys ['format', 'ordering', 'ordering_why']",
+    ),
+    "an empty timestamp ordering": (
+        _set("timestamps.ordering_why", ""),
+        "timestamps.ordering_why must be a non-empty string",
+    ),
+    "a protocol section that is not a table": (
+        _set("protocol", "v1"),
+        "[protocol] must be a table",
+    ),
+    "a protocol section with an unknown key": (
+        _set("protocol.name", "tec"),
+        f"[protocol] must have exactly the keys {PROTOCOL_KEYS}",
+    ),
+    "a negative schema version": (
+        _set("protocol.schema_version", -1),
+        "protocol.schema_version must be a non-negative integer",
+    ),
+    "an empty format rationale": (
+        _set("protocol.format_why", ""),
+        "protocol.format_why must be a non-empty string",
+    ),
+    "an unknown initial status": (
+        _set("protocol.initial_status", "new"),
+        "protocol: 'new' is not a valid Status",
+    ),
+    "an unknown section": (
+        _set("leases", {}),
+        f"the table must have exactly the keys {TOP_KEYS}",
+    ),
+    "a missing section": (
+        _delete("errors"),
+        f"the table must have exactly the keys {TOP_KEYS}",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(UNSAFE_OR_MALFORMED))
 def test_loader_refuses_an_unsafe_or_malformed_table(name: str) -> None:
     data = _data()
-    UNSAFE_OR_MALFORMED[name](data)
-    with pytest.raises(SpecError):
+    mutate, message = UNSAFE_OR_MALFORMED[name]
+    mutate(data)
+    with pytest.raises(SpecError) as refused:
         table_from_data(data)
+    assert str(refused.value) == message
+
+
+def test_spec_file_refuses_a_file_the_spec_does_not_have() -> None:
+    with pytest.raises(SpecError) as refused:
+        spec_file("lease.toml")
+    assert str(refused.value) == (
+        "spec file 'lease.toml' is neither in the package nor in a source checkout"
+    )
+    assert spec_file("record.schema.json").is_file()
 
 
 def test_loader_refuses_text_that_is_not_toml() -> None:
-    with pytest.raises(SpecError, match="not valid TOML"):
+    with pytest.raises(SpecError) as refused:
         load_table(TABLE_TEXT + "\n[statuses\n")
+    assert str(refused.value).startswith("the transition table is not valid TOML: ")
 
 
 def test_loader_accepts_the_unmutated_data() -> None:

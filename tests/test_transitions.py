@@ -1551,3 +1551,29 @@ def test_a_checkpoint_holding_a_result_can_be_copied_and_pickled() -> None:
                 else:
                     assert copied == value
     assert outcomes == {}
+
+
+def test_transition_contracts_built_at_test_time_guard_a_function() -> None:
+    """The contract factory runs at import for the library's own transitions; built here
+    again, it must pass a transition that keeps its promises and name the one broken."""
+    record = RECORDS[Status.READY]
+    good = tec.claim_execution(record, attempt_id="a-1", at=AT)
+    replies = {"good": good, "skipping": good._replace(expected_revision=0)}
+
+    def transition(record: RecordLike, *, reply: str) -> Transition:
+        del record  # the reply is fixed; the contracts read the record
+        return replies[reply]
+
+    guarded = transitions_module._transition_contracts("claim_execution")(transition)
+    assert guarded(record, reply="good") is good
+    assert guarded(record.to_dict(), reply="good") is good
+    with pytest.raises(icontract.ViolationError) as caught:
+        guarded(record, reply="skipping")
+    assert str(caught.value) == f"claim_execution broke a promise: {REVISION_PROMISE}"
+    as_delivery = transitions_module._transition_contracts("claim_delivery")(transition)
+    with pytest.raises(icontract.ViolationError) as caught:
+        as_delivery(record, reply="good")
+    assert str(caught.value) == (
+        "claim_delivery broke a promise:"
+        " claim_delivery leaves from, lands in and grants what the table says"
+    )

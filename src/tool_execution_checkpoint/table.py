@@ -232,7 +232,7 @@ def _enum(kind: type[_E], value: str, where: str) -> _E:
     try:
         return kind(value)
     except ValueError:
-        raise SpecError(f"{where}: {value!r} is not a {kind.__name__}") from None
+        raise SpecError(f"{where}: {value!r} is not a valid {kind.__name__}") from None
 
 
 def _load_statuses(data: Mapping[str, object]) -> dict[Status, StatusRule]:
