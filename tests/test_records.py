@@ -155,6 +155,8 @@ def test_every_record_matches_the_schema_and_round_trips(
     assert Checkpoint.from_json(record.to_json().encode("utf-8")) == record
     assert Checkpoint.from_dict(json.loads(json.dumps(raw))) == record
     assert json.loads(record.to_json()) == raw
+    # The spliced text is exactly the compact encoding of the persisted dict, key order too.
+    assert record.to_json() == json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
     assert validate_checkpoint(raw) is True
     assert validate_checkpoint(record) is True
     decision = decide_checkpoint(raw, record.binding)

@@ -255,3 +255,36 @@ def test_the_async_twin_follows_the_same_protocol() -> None:
     statuses = [outcome.status for outcome in crowd]
     assert statuses.count(RunStatus.DELIVERED_STORED_RESULT) == 1
     assert not any(outcome.ran_tool for outcome in crowd)
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts its operations by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        self.calls.append("create")
+        return super().create_if_absent(key, record)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        self.calls.append("get")
+        return super().get(key)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        self.calls.append("swap")
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+def test_a_fresh_call_reads_nothing_it_wrote_itself() -> None:
+    """After its own create or swap landed, the runner knows the stored record: a fresh
+    call is one create and four swaps, no read (each read is a round trip on a server)."""
+    store = CountingStore()
+    outcome = run_once(store, BINDING, Tool(), Inbox())
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert store.calls == ["create", "swap", "swap", "swap", "swap"]
+    store.calls.clear()
+    again = run_once(store, BINDING, Tool(), Inbox())
+    assert again.status is RunStatus.ALREADY_DELIVERED
+    assert store.calls == ["create", "get"]  # the create lost: read what is stored

@@ -396,6 +396,7 @@ def checked_result(payload: object, completed_at: str, max_payload_bytes: int) -
 
 
 _RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
+_encode_record = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _TOP_KEYS = frozenset(
     {
         "schemaVersion",
@@ -505,8 +506,8 @@ class Checkpoint:
             delivery=get("delivery", self.delivery),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
+    def _head(self) -> dict[str, Any]:
+        """The persisted fields that come before the result, in their persisted order."""
         return {
             "schemaVersion": self.schema_version,
             "revision": self.revision,
@@ -515,13 +516,33 @@ class Checkpoint:
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
             "execution": self.execution._to_json() if self.execution is not None else None,
-            "result": self.result._to_json() if self.result is not None else None,
-            "delivery": self.delivery._to_json() if self.delivery is not None else None,
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
+        persisted = self._head()
+        persisted["result"] = self.result._to_json() if self.result is not None else None
+        persisted["delivery"] = self.delivery._to_json() if self.delivery is not None else None
+        return persisted
+
     def to_json(self) -> str:
-        """Return the persisted form as compact UTF-8-ready JSON text."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        """Return the persisted form as compact UTF-8-ready JSON text: the text of compact
+        ``json.dumps(self.to_dict(), ensure_ascii=False)``, built without decoding and
+        encoding the stored payload again (its compact text is spliced in)."""
+        result = self.result
+        if result is None:
+            result_text = "null"
+        else:
+            result_text = (
+                f'{{"payload":{result.payload_json},'
+                f'"completedAt":{_encode_record(result.completed_at)},'
+                f'"prunedAt":{_encode_record(result.pruned_at)}}}'
+            )
+        delivery = self.delivery._to_json() if self.delivery is not None else None
+        return (
+            f"{_encode_record(self._head())[:-1]},"
+            f'"result":{result_text},"delivery":{_encode_record(delivery)}}}'
+        )
 
     @classmethod
     def from_dict(

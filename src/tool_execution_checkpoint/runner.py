@@ -169,11 +169,16 @@ def _swap(transition: Transition) -> Generator[_Request, Any, bool]:
 
 
 def _protocol(options: _Options) -> _Protocol:
-    yield _Create(create_checkpoint(options.binding, created_at=options.clock()))
+    created = create_checkpoint(options.binding, created_at=options.clock())
+    inserted = yield _Create(created)
+    # The record this call knows to be stored, so it need not read it back: the one it
+    # created, or the one its last swap landed. A stale guess only costs a lost CAS.
+    known: Checkpoint | None = created if inserted is True else None
     ran = lost = False
     record: Checkpoint | None = None
     for _ in range(_ROUNDS):
-        record = yield from _load(options)
+        record = known if known is not None else (yield from _load(options))
+        known = None
         if record is None:
             continue
         action = TABLE.statuses[record.status].action
@@ -189,9 +194,10 @@ def _protocol(options: _Options) -> _Protocol:
                 lost = True
                 continue  # not landed: decide again (another worker may have won)
             ran = True
-            failed = yield from _execute(options, claim)
-            if failed is not None:
-                return RunOutcome(failed, ran, claim.next)
+            stored = yield from _execute(options, claim)
+            if not isinstance(stored, Checkpoint):
+                return RunOutcome(stored, ran, claim.next)
+            known = stored
             continue
         if action is Action.DELIVER:
             delivered = yield from _deliver(options, record, ran)
@@ -209,8 +215,10 @@ def _protocol(options: _Options) -> _Protocol:
     return RunOutcome(RunStatus.STORE_UNAVAILABLE, ran, record)
 
 
-def _execute(options: _Options, claim: Transition) -> Generator[_Request, Any, RunStatus | None]:
-    """Run the tool once and store its result; None means "decide again" (stored)."""
+def _execute(
+    options: _Options, claim: Transition
+) -> Generator[_Request, Any, Checkpoint | RunStatus]:
+    """Run the tool once and store its result: the stored record, or how the call ends."""
     assert claim.next.execution is not None
     attempt = claim.next.execution.attempt_id
     options.log("running the tool", claim.next)
@@ -236,7 +244,7 @@ def _execute(options: _Options, claim: Transition) -> Generator[_Request, Any, R
     for _ in range(_ROUNDS):
         if (yield from _swap(done)):
             options.log("stored the result", done.next)
-            return None
+            return done.next
     options.log("could not store the result", claim.next)
     return RunStatus.NEEDS_EXECUTION_RECONCILIATION
 
