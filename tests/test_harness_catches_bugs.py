@@ -4,6 +4,7 @@ is kept below as a readable regression test."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -60,8 +61,8 @@ def expiring_claims_core(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def claim(record: Checkpoint, *, attempt_id: str, at: str, **options: Any) -> Transition:
         if record.status is Status.EXECUTING:
-            taken = record._evolve(
-                revision=record.revision + 1, execution=Execution(attempt_id, at)
+            taken = dataclasses.replace(
+                record, revision=record.revision + 1, execution=Execution(attempt_id, at)
             )
             return Transition(Action.EXECUTE, record.revision, taken)
         return real_claim(record, attempt_id=attempt_id, at=at, **options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import types
 from collections.abc import Callable, Iterator
@@ -39,7 +40,8 @@ from tool_execution_checkpoint import (
     mark_execution_uncertain,
     validate_checkpoint,
 )
-from tool_execution_checkpoint.table import spec_file
+from tool_execution_checkpoint.records import mask_of_parts, present_mask
+from tool_execution_checkpoint.table import NULLABLE_PARTS, spec_file
 
 LIMITS = TABLE.limits
 DEFAULT = LIMITS.default_max_payload_bytes
@@ -902,3 +904,80 @@ def test_transitions_read_raw_records_like_validate_checkpoint(
         refused(error.code, lambda: transition(raw))
     else:
         transition(raw)
+
+
+# --- Result's own checks and forms ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "completed_at", "field", "code"),
+    [
+        (math.nan, T0, "payload", ErrorCode.PAYLOAD_NOT_JSON),
+        ({"a": 1}, "yesterday", "completed_at", ErrorCode.INVALID_ARGUMENT),
+    ],
+)
+def test_result_names_the_argument_it_refuses(
+    payload: object, completed_at: str, field: str, code: ErrorCode
+) -> None:
+    with pytest.raises(CheckpointError) as caught:
+        Result(payload, completed_at=completed_at)
+    assert (caught.value.code, caught.value.field) == (code, field)
+
+
+def test_a_result_is_immutable_and_its_repr_shows_size_and_times_only() -> None:
+    result = Result({"text": SECRET}, completed_at=T0)
+    with pytest.raises(AttributeError, match=r"^Result is immutable; cannot set payload_json$"):
+        result.payload_json = "{}"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"^Result is immutable; cannot delete completed_at$"):
+        del result.completed_at  # type: ignore[misc]
+    size = len(json.dumps({"text": SECRET}, separators=(",", ":")))
+    assert repr(result) == f"Result(<{size} bytes of JSON>, completed_at={T0!r})"
+    pruned = result.pruned(T1)
+    assert repr(pruned) == f"Result(<4 bytes of JSON>, completed_at={T0!r}, pruned_at={T1!r})"
+    assert (pruned.payload, pruned.payload_json, pruned.payload_bytes) == (None, "null", 4)
+    assert (pruned.completed_at, pruned.pruned_at) == (T0, T1)
+
+
+def test_equal_results_hash_alike() -> None:
+    one, same = Result([1, "a"], completed_at=T0), Result([1, "a"], completed_at=T0)
+    assert one == same
+    assert hash(one) == hash(same)
+    assert len({one, same, Result([1, "b"], completed_at=T0)}) == 2
+    assert one != Result([1, "a"], completed_at=T1)
+    assert one.__eq__("not a result") is NotImplemented
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "detail"),
+    [
+        (lambda _result: "done", "result", "must be an object"),
+        (
+            lambda result: {**result, "prunedAt": "later"},
+            "result.prunedAt",
+            "a timestamp must be RFC 3339 with an offset",
+        ),
+        (
+            lambda result: {**result, "prunedAt": T1},
+            "result.prunedAt",
+            "is set, but the payload is not null",
+        ),
+    ],
+)
+def test_a_stored_result_is_refused_with_the_reason(
+    change: Callable[[dict[str, Any]], object], field: str, detail: str
+) -> None:
+    raw = record_in(Status.DELIVERED).to_dict()
+    raw["result"] = change(raw["result"])
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint.from_dict(raw)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (INVALID, field, detail)
+
+
+def test_the_shape_masks_name_each_nullable_part() -> None:
+    assert mask_of_parts(frozenset()) == 0
+    assert mask_of_parts(frozenset({"execution", "result"})) == 5
+    assert mask_of_parts(NULLABLE_PARTS) == 63
+    for status in Status:
+        record = record_in(status)
+        mask = present_mask(record.execution, record.result, record.delivery)
+        assert mask == mask_of_parts(record.present_parts())

@@ -15,14 +15,21 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tool_execution_checkpoint import TABLE
+from tool_execution_checkpoint import TABLE, Status
 from tool_execution_checkpoint.rendering import (
     render_markdown,
     render_mermaid,
     render_schema,
     rendered_files,
 )
-from tool_execution_checkpoint.table import SpecError, load_table, spec_file, table_from_data
+from tool_execution_checkpoint.table import (
+    NULLABLE_PARTS,
+    RECORD_FIELDS,
+    SpecError,
+    load_table,
+    spec_file,
+    table_from_data,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_TEXT = (ROOT / "spec" / "transitions.toml").read_text(encoding="utf-8")
@@ -407,3 +414,66 @@ def test_loader_refuses_text_that_is_not_toml() -> None:
 
 def test_loader_accepts_the_unmutated_data() -> None:
     assert table_from_data(_data()) == TABLE
+
+
+def _field_paths() -> list[tuple[str, object, str]]:
+    """Every scalar or list field of the shipped table, with a bad value of its kind and
+    the refusal that must name it."""
+    data = _data()
+    cases: list[tuple[str, object, str]] = []
+
+    paths = [f"protocol.{key}" for key in data["protocol"]]
+    paths += [f"limits.{key}" for key in data["limits"]]
+    paths += [f"timestamps.{key}" for key in data["timestamps"]]
+    paths += [f"promises.{key}" for key in data["promises"]]
+    paths += [f"statuses.ready.{key}" for key in data["statuses"]["ready"]]
+    paths += [
+        f"transitions.claim_execution.{key}" for key in data["transitions"]["claim_execution"]
+    ]
+    paths += [f"errors.FENCE_CONFLICT.{key}" for key in data["errors"]["FENCE_CONFLICT"]]
+    for path in paths:
+        node: Any = data
+        for key in path.split("."):
+            node = node[key]
+        if isinstance(node, bool):
+            continue  # statuses.*.terminal: its own refusal is pinned above
+        if isinstance(node, int):
+            cases.append((path, -1, f"{path} must be a non-negative integer"))
+        elif isinstance(node, str):
+            cases.append((path, "", f"{path} must be a non-empty string"))
+        else:
+            cases.append((path, "x", f"{path} must be a list of strings"))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "value", "message"), _field_paths(), ids=str)
+def test_every_field_of_the_table_is_checked_by_name(
+    path: str, value: object, message: str
+) -> None:
+    data = _data()
+    _set(path, value)(data)
+    with pytest.raises(SpecError) as refused:
+        table_from_data(data)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "statuses.ready.forbidden",
+        "transitions.claim_execution.requires_null",
+        "transitions.claim_execution.sets",
+    ],
+)
+def test_a_list_may_name_every_part_or_field(path: str) -> None:
+    """The loader checks that parts and fields are known (a subset), not fewer than all."""
+    data = _data()
+    everything = RECORD_FIELDS if path.endswith(".sets") else NULLABLE_PARTS
+    _set(path, sorted(everything))(data)
+    if path == "statuses.ready.forbidden":
+        _set("statuses.ready.required", [])(data)
+    loaded = table_from_data(data)
+    *_, section, name, key = path.split(".")
+    rule = loaded.statuses[Status(name)] if section == "statuses" else loaded.transitions[name]
+    attribute = "requires_null" if key == "requires_null" else key
+    assert set(getattr(rule, attribute)) == set(everything)

@@ -43,6 +43,11 @@ from tool_execution_checkpoint import (
     release_delivery,
     validate_checkpoint,
 )
+from tool_execution_checkpoint.validation import (
+    check_json_shape,
+    check_reason,
+    timestamp_microseconds,
+)
 
 LIMITS = TABLE.limits
 DEFAULT = LIMITS.default_max_payload_bytes
@@ -971,3 +976,95 @@ def test_binding_conflict_for_every_differing_field(binding: Binding) -> None:
         other = Binding(**fields)
         error = refused(ErrorCode.BINDING_CONFLICT, partial(decide_checkpoint, stored, other))
         assert error.field == "binding"
+
+
+# --- timestamp_microseconds, check_json_shape, check_reason ---------------------------------
+
+
+def _expected_microseconds(text: str) -> int:
+    """The instant of a profile timestamp, computed another way: through datetime."""
+    body, fraction, offset = text[:19], "", text[19:]
+    if offset.startswith("."):
+        digits = offset[1:]
+        fraction = digits[: len(digits) - len(digits.lstrip("0123456789"))]
+        offset = digits[len(fraction) :]
+    offset = "+00:00" if offset == "Z" else offset
+    sign = 1 if offset[0] == "+" else -1
+    shift = timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])) * sign
+    naive = datetime.fromisoformat(body)
+    epoch = datetime(1970, 1, 1)
+    whole = (naive - epoch - shift) // timedelta(microseconds=1)
+    return whole + int((fraction + "000000")[:6])
+
+
+@given(timestamps())
+def test_timestamp_microseconds_is_the_instant(text: str) -> None:
+    assert timestamp_microseconds(text) == _expected_microseconds(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "microseconds"),
+    [
+        ("1970-01-01T00:00:00Z", 0),
+        ("1970-01-01T00:00:00.000001Z", 1),
+        ("1970-01-01T00:00:00.1Z", 100_000),
+        ("1970-01-01T00:00:00.123456789Z", 123_456),
+        ("1970-01-01T01:00:00+01:00", 0),
+        ("1969-12-31T19:30:00-04:30", 0),
+        ("2024-02-29T23:59:59.5+23:59", 1_709_164_859_500_000),
+        ("0001-01-01T00:00:00Z", -62_135_596_800_000_000),
+    ],
+)
+def test_timestamp_microseconds_of_known_instants(text: str, microseconds: int) -> None:
+    assert timestamp_microseconds(text) == microseconds
+
+
+@pytest.mark.parametrize("text", ["2024-01-01", "2024-01-01T00:00:00", "", "2024-13-01T00:00:00Z"])
+def test_timestamp_microseconds_refuses_unchecked_text(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^not a checked timestamp$"):
+        timestamp_microseconds(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "detail"),
+    [
+        ({"a": [1, 2.5, None, True, "s"]}, None, None),
+        ({"a": (1, 2)}, ErrorCode.PAYLOAD_NOT_JSON, "holds a tuple, which is not JSON"),
+        ({1: "a"}, ErrorCode.PAYLOAD_NOT_JSON, "has an object key that is not a str"),
+        ([math.nan], ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity"),
+        (math.inf, ErrorCode.PAYLOAD_NOT_JSON, "is NaN or an infinity"),
+        ({1, 2}, ErrorCode.PAYLOAD_NOT_JSON, "holds a set, which is not JSON"),
+    ],
+)
+def test_check_json_shape_checks_floats_too(
+    value: object, code: ErrorCode | None, detail: str | None
+) -> None:
+    if code is None:
+        check_json_shape(value, "value")
+        return
+    with pytest.raises(CheckpointError) as caught:
+        check_json_shape(value, "value")
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (code, "value", detail)
+
+
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [
+        (3, "a reason must be a str"),
+        ("", f"a reason must have 1 to {TABLE.limits.max_reason_chars} characters"),
+        (
+            "x" * (TABLE.limits.max_reason_chars + 1),
+            f"a reason must have 1 to {TABLE.limits.max_reason_chars} characters",
+        ),
+        ("line\nbreak", "a reason must not hold control characters or lone surrogates"),
+    ],
+)
+def test_check_reason_names_what_is_wrong(value: object, detail: str) -> None:
+    with pytest.raises(CheckpointError) as caught:
+        check_reason(value, "reason", ErrorCode.INVALID_ARGUMENT)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "reason",
+        detail,
+    )
+    assert check_reason("x" * TABLE.limits.max_reason_chars, "reason", ErrorCode.INVALID_ARGUMENT)

@@ -12,7 +12,6 @@ copy on each access.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,8 +33,6 @@ __all__ = ["Binding", "Checkpoint", "Delivery", "Execution", "Result", "Uncertai
 _ARGUMENT = ErrorCode.INVALID_ARGUMENT
 _INVALID = ErrorCode.INVALID_CHECKPOINT
 _DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
-_MAX_REVISION = TABLE.limits.max_revision
-_MIN_REVISION = TABLE.initial_revision
 
 _PART_BITS: Mapping[str, int] = {
     "execution": 1,
@@ -478,34 +475,6 @@ class Checkpoint:
         for part in sorted(rule.forbidden & present):
             raise CheckpointError(_INVALID, f"must be null in status {self.status}", field=part)
 
-    def _evolve(self, **changes: Any) -> Checkpoint:
-        """Return a copy with ``changes`` applied, checking only what can have changed.
-
-        For the library's transitions, whose new parts and timestamps are already
-        validated: the copy's revision and shape are checked, the fields it keeps are
-        not checked again. Raises INVALID_CHECKPOINT like the constructor.
-        """
-        if not changes.keys() <= _CHECKPOINT_FIELD_SET:
-            raise TypeError(
-                f"unknown Checkpoint fields: {sorted(changes.keys() - _CHECKPOINT_FIELD_SET)}"
-            )
-        get = changes.get
-        revision = get("revision", self.revision)
-        if not _MIN_REVISION <= revision <= _MAX_REVISION:
-            raise CheckpointError(
-                _INVALID, "passes the largest revision", field="revision", limit=_MAX_REVISION
-            )
-        return checked_checkpoint(
-            revision,
-            get("status", self.status),
-            get("binding", self.binding),
-            get("created_at", self.created_at),
-            get("updated_at", self.updated_at),
-            execution=get("execution", self.execution),
-            result=get("result", self.result),
-            delivery=get("delivery", self.delivery),
-        )
-
     def _head(self) -> dict[str, Any]:
         """The persisted fields that come before the result, in their persisted order."""
         return {
@@ -603,6 +572,3 @@ class Checkpoint:
         except (ValueError, TypeError, RecursionError):
             raise CheckpointError(_INVALID, "a record must be JSON text") from None
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)
-
-
-_CHECKPOINT_FIELD_SET = frozenset(field.name for field in dataclasses.fields(Checkpoint))
