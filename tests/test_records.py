@@ -927,9 +927,9 @@ def test_result_names_the_argument_it_refuses(
 def test_a_result_is_immutable_and_its_repr_shows_size_and_times_only() -> None:
     result = Result({"text": SECRET}, completed_at=T0)
     with pytest.raises(AttributeError, match=r"^Result is immutable; cannot set payload_json$"):
-        result.payload_json = "{}"  # type: ignore[misc]
+        result.payload_json = "{}"
     with pytest.raises(AttributeError, match=r"^Result is immutable; cannot delete completed_at$"):
-        del result.completed_at  # type: ignore[misc]
+        del result.completed_at
     size = len(json.dumps({"text": SECRET}, separators=(",", ":")))
     assert repr(result) == f"Result(<{size} bytes of JSON>, completed_at={T0!r})"
     pruned = result.pruned(T1)
