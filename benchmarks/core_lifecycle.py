@@ -17,6 +17,7 @@ and ``TOOL_CHECKPOINT_CONTRACTS=0`` (off, as under ``python -O``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import icontract
 from _measure import Figure, calibrate, compare, paired_rounds, per_call, print_table, write_json
 
 from tool_execution_checkpoint import (
@@ -123,20 +125,57 @@ def dict_lifecycle() -> None:
     _decide(delivered, "delivered")
 
 
+def icontract_floor() -> Callable[[], None]:
+    """icontract's own cost for the lifecycle's calls: four no-op transitions decorated as
+    the library's are (a snapshot of the input and one postcondition) and five no-op
+    decides with one postcondition, each condition trivially true. No core can run its
+    contracts through icontract for less."""
+
+    def snapshot_of(record: object) -> object:
+        return record
+
+    def kept(OLD: Any, record: object, result: object) -> bool:
+        return OLD.record is record and result is record
+
+    def decided(result: object) -> bool:
+        return result is not None
+
+    def broken(result: object) -> AssertionError:
+        return AssertionError(f"broken: {type(result).__name__}")
+
+    @icontract.snapshot(snapshot_of, name="record")
+    @icontract.ensure(kept, "kept", error=broken)
+    def transition(record: object, **_arguments: str) -> object:
+        return record
+
+    @icontract.ensure(decided, "decided", error=broken)
+    def decide(record: object, _binding: object) -> object:
+        return record
+
+    def calls() -> None:
+        record: object = BINDING
+        for _ in range(4):
+            decide(record, BINDING)
+            record = transition(record, claim_id="attempt-1", at=NOW)
+        decide(record, BINDING)
+
+    return calls
+
+
 def measure(rounds: int, seconds: float) -> dict[str, Any]:
     """Paired rounds in this process, under whatever contract setting it was started
     with (the environment it was started with decided it, at import)."""
     library = library_lifecycle()
-    counts = {"dicts": calibrate(dict_lifecycle, seconds), "core": calibrate(library, seconds)}
+    runs = {"dicts": dict_lifecycle, "core": library}
+    if CONTRACTS_ENABLED:
+        runs["icontract_floor"] = icontract_floor()
+    counts = {name: calibrate(run, seconds) for name, run in runs.items()}
     samples = paired_rounds(
-        {
-            "dicts": lambda: per_call(dict_lifecycle, counts["dicts"]),
-            "core": lambda: per_call(library, counts["core"]),
-        },
+        {name: functools.partial(per_call, run, counts[name]) for name, run in runs.items()},
         rounds,
     )
     paired = compare(samples, "dicts")
-    return {
+    result = {
         "contracts_enabled": CONTRACTS_ENABLED,
         "rounds": rounds,
         "calls_per_round": counts,
@@ -144,6 +183,10 @@ def measure(rounds: int, seconds: float) -> dict[str, Any]:
         "dicts_us": round(paired.us("dicts"), 3),
         "ratio": round(paired.ratios["core"], 3),
     }
+    if CONTRACTS_ENABLED:
+        result["icontract_floor_us"] = round(paired.us("icontract_floor"), 3)
+        result["icontract_floor_ratio"] = round(paired.ratios["icontract_floor"], 3)
+    return result
 
 
 def in_subprocess(contracts: bool, rounds: int, seconds: float) -> dict[str, Any]:
@@ -188,6 +231,21 @@ def run(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
         )
         for setting, result in details.items()
     ]
+    on = details["on"]
+    figures.append(
+        Figure(
+            key="core.lifecycle.icontract_floor",
+            label="icontract alone, same 9 calls",
+            value=on["icontract_floor_us"],
+            unit="µs",
+            baseline=on["dicts_us"],
+            baseline_label="plain dicts",
+            ratio=on["icontract_floor_ratio"],
+            note="no-op functions decorated as the core's are: the least any core pays "
+            "for running its contracts through icontract",
+            details={"rounds": on["rounds"]},
+        )
+    )
     return figures, details
 
 

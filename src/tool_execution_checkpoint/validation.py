@@ -144,7 +144,7 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
     Counting happens per container before its items are visited, so a container that
     would pass the count limit is refused without being walked. With ``check_floats``
     false, NaN and the infinities are left to the encoder, which refuses them too. The
-    walk keeps its own stack of containers, so deep payloads cost no Python recursion.
+    walk goes one depth at a time, so deep payloads cost no Python recursion.
     """
     max_depth = _LIMITS.max_depth
     max_values = _LIMITS.max_values
@@ -159,10 +159,9 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
             raise _not_json(kind, field)
         return
     count = 1
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    push = stack.append
-    while stack:
-        container, depth = stack.pop()
+    depth = 1
+    level: list[Any] = [value]
+    while level:  # one depth at a time: no Python recursion, no per-item bookkeeping
         if depth > max_depth:
             raise CheckpointError(
                 ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
@@ -170,37 +169,42 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
                 field=field,
                 limit=max_depth,
             )
-        count += len(container)
-        if count > max_values:
-            raise CheckpointError(
-                ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
-                f"holds more than {max_values} values",
-                field=field,
-                limit=max_values,
-            )
-        if type(container) is dict:
-            for key in container:
-                if type(key) is not str:
-                    raise CheckpointError(
-                        ErrorCode.PAYLOAD_NOT_JSON,
-                        "has an object key that is not a str",
-                        field=field,
-                    )
-            items = container.values()
-        else:
-            items = container
-        for item in items:
-            kind = type(item)
-            if kind is str or kind is int or kind is bool or item is None:
-                continue
-            if kind is dict or kind is list:
-                push((item, depth + 1))
-            elif kind is not float:
-                raise _not_json(kind, field)
-            elif check_floats and not isfinite(item):
+        nested: list[Any] = []
+        push = nested.append
+        for container in level:
+            count += len(container)
+            if count > max_values:
                 raise CheckpointError(
-                    ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity", field=field
+                    ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+                    f"holds more than {max_values} values",
+                    field=field,
+                    limit=max_values,
                 )
+            if type(container) is dict:
+                for key in container:
+                    if type(key) is not str:
+                        raise CheckpointError(
+                            ErrorCode.PAYLOAD_NOT_JSON,
+                            "has an object key that is not a str",
+                            field=field,
+                        )
+                items = container.values()
+            else:
+                items = container
+            for item in items:
+                kind = type(item)
+                if kind is str or kind is int or kind is bool or item is None:
+                    continue
+                if kind is dict or kind is list:
+                    push(item)
+                elif kind is not float:
+                    raise _not_json(kind, field)
+                elif check_floats and not isfinite(item):
+                    raise CheckpointError(
+                        ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity", field=field
+                    )
+        level = nested
+        depth += 1
 
 
 def _not_json(kind: type, field: str) -> CheckpointError:
