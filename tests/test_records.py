@@ -5,12 +5,14 @@ strictly a stored record is read.
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import json
 import math
 import re
 import types
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -981,3 +983,61 @@ def test_the_shape_masks_name_each_nullable_part() -> None:
         record = record_in(status)
         mask = present_mask(record.execution, record.result, record.delivery)
         assert mask == mask_of_parts(record.present_parts())
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "detail", "limit"),
+    [
+        (
+            {"revision": 0},
+            "revision",
+            f"must be an int from {TABLE.initial_revision} to {LIMITS.max_revision}",
+            LIMITS.max_revision,
+        ),
+        ({"status": "ready"}, "status", "must be a Status", None),
+    ],
+)
+def test_the_checkpoint_constructor_names_what_it_refuses(
+    fields: dict[str, object], field: str, detail: str, limit: int | None
+) -> None:
+    arguments: dict[str, Any] = {
+        "revision": 1,
+        "status": Status.READY,
+        "binding": BINDING,
+        "created_at": T0,
+        "updated_at": T0,
+        **fields,
+    }
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint(**arguments)
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (INVALID, field, detail, limit)
+
+
+def test_an_execution_refuses_an_uncertainty_of_another_type() -> None:
+    with pytest.raises(CheckpointError) as caught:
+        Execution(ATTEMPT, T0, uncertain=("why", T0))  # type: ignore[arg-type]
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "uncertain",
+        "must be an Uncertainty or None",
+    )
+
+
+def test_results_that_differ_hash_apart() -> None:
+    one, other = Result([1, "a"], completed_at=T0), Result([1, "b"], completed_at=T0)
+    assert hash(one) != hash(other)
+
+
+def test_the_packaged_spec_wins_over_the_source_checkout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An installed wheel carries spec/ inside the package; spec_file must prefer it."""
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "transitions.toml").write_text("# packaged\n", encoding="utf-8")
+    monkeypatch.setattr(importlib.resources, "files", lambda _package: tmp_path)
+    found = spec_file("transitions.toml")
+    assert Path(str(found)) == tmp_path / "spec" / "transitions.toml"
+    assert found.read_text(encoding="utf-8") == "# packaged\n"
+    # What the package lacks still comes from the source checkout.
+    assert Path(str(spec_file("record.schema.json"))).parent != tmp_path / "spec"

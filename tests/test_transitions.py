@@ -1577,3 +1577,34 @@ def test_transition_contracts_built_at_test_time_guard_a_function() -> None:
         "claim_delivery broke a promise:"
         " claim_delivery leaves from, lands in and grants what the table says"
     )
+
+
+def test_transition_contracts_built_while_disabled_check_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The factory reads CONTRACTS_ENABLED when it runs: built with contracts off, a
+    transition that breaks every promise passes unchecked (as under ``python -O``)."""
+    record = RECORDS[Status.READY]
+    broken = tec.claim_execution(record, attempt_id="a-1", at=AT)._replace(expected_revision=0)
+
+    def transition(record: RecordLike) -> Transition:
+        del record
+        return broken
+
+    monkeypatch.setattr(transitions_module, "CONTRACTS_ENABLED", False)
+    unchecked = transitions_module._transition_contracts("claim_execution")(transition)
+    assert unchecked(record) is broken
+    monkeypatch.setattr(transitions_module, "CONTRACTS_ENABLED", True)
+    checked = transitions_module._transition_contracts("claim_execution")(transition)
+    with pytest.raises(icontract.ViolationError):
+        checked(record)
+
+
+def test_create_checkpoint_refuses_what_is_not_a_binding() -> None:
+    with pytest.raises(CheckpointError) as caught:
+        tec.create_checkpoint(("ns", "call"), created_at=AT)  # type: ignore[arg-type]
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "binding",
+        "must be a Binding",
+    )

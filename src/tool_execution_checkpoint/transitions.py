@@ -224,13 +224,10 @@ def _transition_contracts(name: str) -> Callable[[_F], _F]:
         return icontract.ViolationError(f"{name} broke a promise: {broken}")
 
     enabled = CONTRACTS_ENABLED
-    snapshot = icontract.snapshot(_as_checkpoint, name="record", enabled=enabled)
-    ensure = icontract.ensure(
-        keeps_every_promise,
-        f"{name} keeps every promise of a transition",
-        error=violation,
-        enabled=enabled,
-    )
+    # The snapshot is named after _as_checkpoint's argument: OLD.record. A violation's
+    # message comes from ``violation``, so the condition needs no description.
+    snapshot = icontract.snapshot(_as_checkpoint, enabled=enabled)
+    ensure = icontract.ensure(keeps_every_promise, error=violation, enabled=enabled)
 
     def decorate(function: _F) -> _F:
         return snapshot(ensure(function))

@@ -99,11 +99,11 @@ def timestamp_microseconds(value: str) -> int:
         raise ValueError("not a checked timestamp")
     year, month, day = (int(part) for part in match.group(1, 2, 3))
     hour, minute, second = (int(part) for part in (value[11:13], value[14:16], value[17:19]))
-    seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    seconds = calendar.timegm((year, month, day, hour, minute, second))
     offset = match.group(6)
     if offset != "Z":
         sign = 1 if offset[0] == "+" else -1
-        seconds -= sign * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60)
+        seconds -= sign * (int(offset[1:3]) * 3600 + int(offset[4:]) * 60)
     fraction = (match.group(5) or ".")[1:7].ljust(6, "0")
     return seconds * 1_000_000 + int(fraction)
 
