@@ -1608,3 +1608,18 @@ def test_create_checkpoint_refuses_what_is_not_a_binding() -> None:
         "binding",
         "must be a Binding",
     )
+
+
+def test_next_validates_means_every_field_not_only_the_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Records are built from parts checked one by one; if a check ever lets a bad value
+    through (here: a timestamp check that accepts anything), the contracts refuse the
+    record before a host could store one that no reader accepts."""
+    record = RECORDS[Status.READY]
+    monkeypatch.setattr(transitions_module, "timestamp_argument", lambda *_arguments: "x")
+    with pytest.raises(icontract.ViolationError) as caught:
+        tec.claim_execution(record, attempt_id="a-1", at=AT)
+    assert str(caught.value) == "claim_execution broke a promise: next validates"
+    with pytest.raises(icontract.ViolationError, match="a new record validates"):
+        tec.create_checkpoint(BINDING, created_at=AT)

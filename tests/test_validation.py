@@ -46,6 +46,7 @@ from tool_execution_checkpoint import (
 from tool_execution_checkpoint.validation import (
     check_json_shape,
     check_reason,
+    encode_payload,
     timestamp_microseconds,
 )
 
@@ -1068,3 +1069,35 @@ def test_check_reason_names_what_is_wrong(value: object, detail: str) -> None:
         detail,
     )
     assert check_reason("x" * TABLE.limits.max_reason_chars, "reason", ErrorCode.INVALID_ARGUMENT)
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "detail"),
+    [
+        (
+            [_nested(TABLE.limits.max_depth + 1), {1: 2}],
+            ErrorCode.PAYLOAD_NOT_JSON,
+            "has an object key that is not a str",
+        ),
+        (
+            [math.nan, _nested(TABLE.limits.max_depth + 1)],
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+            f"nests deeper than {TABLE.limits.max_depth} containers",
+        ),
+        ([math.inf, [(1,)]], ErrorCode.PAYLOAD_NOT_JSON, "holds a tuple, which is not JSON"),
+        ([[math.nan]], ErrorCode.PAYLOAD_NOT_JSON, "holds NaN or an infinity"),
+    ],
+)
+def test_a_payload_with_several_faults_names_the_shallowest_and_nan_last(
+    payload: object, code: ErrorCode, detail: str
+) -> None:
+    with pytest.raises(CheckpointError) as caught:
+        encode_payload(payload, DEFAULT, "payload")
+    assert (caught.value.code, caught.value.detail) == (code, detail)

@@ -475,6 +475,27 @@ class Checkpoint:
         for part in sorted(rule.forbidden & present):
             raise CheckpointError(_INVALID, f"must be null in status {self.status}", field=part)
 
+    def recheck(self) -> None:
+        """Run every check the validating constructors make, again, on this record and
+        its parts; raise CheckpointError at the first that fails. The transitions build
+        records from parts they checked one by one; their contracts call this to confirm
+        that the whole record is one the constructors would accept. (The payload's text
+        is not parsed again: only ``complete_execution`` makes it, from a checked value,
+        and the payload promise guards it afterwards.)"""
+        self.__post_init__()  # revision, status, part types, timestamps, shape
+        self.binding.__post_init__()
+        execution, result, delivery = self.execution, self.result, self.delivery
+        if execution is not None:
+            execution.__post_init__()
+            if execution.uncertain is not None:
+                execution.uncertain.__post_init__()
+        if delivery is not None:
+            delivery.__post_init__()
+        if result is not None:
+            check_timestamp(result.completed_at, "result.completedAt", _INVALID)
+            if result.pruned_at is not None:
+                check_timestamp(result.pruned_at, "result.prunedAt", _INVALID)
+
     def _head(self) -> dict[str, Any]:
         """The persisted fields that come before the result, in their persisted order."""
         return {

@@ -144,11 +144,12 @@ def _unchanged(before: Checkpoint | None, record: object) -> bool:
 
 
 def _conforms(checkpoint: Checkpoint) -> bool:
-    """The next record is a Checkpoint whose parts are exactly what its status needs."""
+    """The record is a Checkpoint that the validating constructors would accept: every
+    field and part checked again, and the parts exactly what its status needs."""
     if type(checkpoint) is not Checkpoint:
         return False
     try:
-        checkpoint.check_shape()
+        checkpoint.recheck()
     except CheckpointError:
         return False
     return True
@@ -327,6 +328,20 @@ def _advance(
 # --- the public functions ---------------------------------------------------------------
 
 
+def _a_right_new_record(binding: Binding, result: Checkpoint) -> bool:
+    return (
+        _conforms(result)
+        and result.binding is binding
+        and result.status is TABLE.initial_status
+        and result.revision == TABLE.initial_revision
+    )
+
+
+@icontract.ensure(
+    _a_right_new_record,
+    "a new record validates, and is the binding's, in the initial status and revision",
+    enabled=CONTRACTS_ENABLED,
+)
 def create_checkpoint(binding: Binding, *, created_at: Timestamp) -> Checkpoint:
     """Return a new record for ``binding``: status ready, revision 1.
 

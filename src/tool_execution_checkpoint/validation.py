@@ -225,6 +225,10 @@ def encode_payload(value: object, max_payload_bytes: int, field: str) -> tuple[s
     The payload must be plain JSON within the depth and value-count limits, and its
     compact UTF-8 encoding (no spaces, non-ASCII not escaped) must be at most
     ``max_payload_bytes`` long: exactly the limit is accepted, one byte more is refused.
+
+    When a payload breaks several rules, the error names the first fault the walk meets,
+    going one depth at a time (a shallower fault before a deeper one), and NaN or an
+    infinity only when nothing else is wrong.
     """
     _walk(value, field, check_floats=False)
     try:
