@@ -1041,3 +1041,100 @@ def test_the_packaged_spec_wins_over_the_source_checkout(
     assert found.read_text(encoding="utf-8") == "# packaged\n"
     # What the package lacks still comes from the source checkout.
     assert Path(str(spec_file("record.schema.json"))).parent != tmp_path / "spec"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "detail", "limit"),
+    [
+        (lambda raw: raw.pop("revision"), "revision", "is missing", None),
+        (
+            lambda raw: raw.__setitem__("lease", 30),
+            None,
+            "holds a field that schema version 1 does not have",
+            None,
+        ),
+        (
+            lambda raw: raw["execution"].pop("claimedAt"),
+            "execution.claimedAt",
+            "is missing",
+            None,
+        ),
+        (
+            lambda raw: raw["execution"].__setitem__("lease", 30),
+            "execution",
+            "holds a field that schema version 1 does not have",
+            None,
+        ),
+        (
+            lambda raw: raw.__setitem__("execution", "claimed"),
+            "execution",
+            "must be an object",
+            None,
+        ),
+        (
+            lambda raw: raw["execution"].__setitem__(
+                "attemptId", "a" * (LIMITS.max_identifier_chars + 1)
+            ),
+            "execution.attemptId",
+            f"an identifier must have 1 to {LIMITS.max_identifier_chars} characters",
+            LIMITS.max_identifier_chars,
+        ),
+        (
+            lambda raw: raw["binding"].__setitem__("toolName", ""),
+            "binding.toolName",
+            f"an identifier must have 1 to {LIMITS.max_identifier_chars} characters",
+            LIMITS.max_identifier_chars,
+        ),
+        (
+            lambda raw: raw["delivery"].__setitem__("deliveredAt", "soon"),
+            "delivery.deliveredAt",
+            "a timestamp must be RFC 3339 with an offset",
+            None,
+        ),
+    ],
+)
+def test_a_stored_record_is_refused_with_field_detail_and_limit(
+    change: Callable[[dict[str, Any]], object], field: str | None, detail: str, limit: int | None
+) -> None:
+    raw = record_in(Status.DELIVERED).to_dict()
+    change(raw)
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint.from_dict(raw)
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (INVALID, field, detail, limit)
+
+
+def test_a_stored_record_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint.from_dict(["a", "list"])
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        INVALID,
+        None,
+        "a record must be a mapping",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "detail"),
+    [
+        ({"binding": None}, "binding", "must be a Binding"),
+        ({"binding": "ns/call"}, "binding", "must be a Binding"),
+        ({"execution": "claimed"}, "execution", "must be a Execution"),
+        ({"result": {"payload": 1}}, "result", "must be a Result"),
+        ({"delivery": ("d", T0)}, "delivery", "must be a Delivery"),
+    ],
+)
+def test_the_checkpoint_constructor_names_a_part_of_the_wrong_type(
+    fields: dict[str, object], field: str, detail: str
+) -> None:
+    arguments: dict[str, Any] = {
+        "revision": 1,
+        "status": Status.READY,
+        "binding": BINDING,
+        "created_at": T0,
+        "updated_at": T0,
+        **fields,
+    }
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint(**arguments)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (INVALID, field, detail)

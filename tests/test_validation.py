@@ -1101,3 +1101,35 @@ def test_a_payload_with_several_faults_names_the_shallowest_and_nan_last(
     with pytest.raises(CheckpointError) as caught:
         encode_payload(payload, DEFAULT, "payload")
     assert (caught.value.code, caught.value.detail) == (code, detail)
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "detail"),
+    [
+        pytest.param(
+            10**5000,
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+            "holds an integer with too many digits",
+            id="a huge int",
+        ),
+        ({"a": "\ud800"}, ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate"),
+        ({"a": {2: "b"}}, ErrorCode.PAYLOAD_NOT_JSON, "has an object key that is not a str"),
+    ],
+)
+def test_encode_payload_names_the_field_and_the_fault(
+    payload: object, code: ErrorCode, detail: str
+) -> None:
+    with pytest.raises(CheckpointError) as caught:
+        encode_payload(payload, DEFAULT, "result.payload")
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        code,
+        "result.payload",
+        detail,
+    )
+
+
+@pytest.mark.parametrize("value", [1.5, -0.0, 1e308, [2.5], {"x": -1e-300}])
+def test_finite_floats_pass_both_walks(value: object) -> None:
+    check_json_shape(value, "value")
+    text, _size = encode_payload(value, DEFAULT, "payload")
+    assert json.loads(text) == value
