@@ -27,7 +27,7 @@ TRANSITIONS = "transitions.py"
 MUTANTS: dict[str, tuple[str, str, str]] = {
     "a foreign id finishes a claim": (
         TRANSITIONS,
-        "    if owner is None or owner != claim_id:",
+        "    if owner != claim_id:",
         "    if owner is None:",
     ),
     "decide says execute for a claimed record": (

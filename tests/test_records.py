@@ -1138,3 +1138,32 @@ def test_the_checkpoint_constructor_names_a_part_of_the_wrong_type(
     with pytest.raises(CheckpointError) as caught:
         Checkpoint(**arguments)
     assert (caught.value.code, caught.value.field, caught.value.detail) == (INVALID, field, detail)
+
+
+class _Text(str):
+    """A str subclass: a status must be a plain str, whatever its value."""
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "field", "detail"),
+    [
+        (("schemaVersion", "1"), INVALID, "schemaVersion", "must be an int"),
+        (
+            ("schemaVersion", 2),
+            ErrorCode.UNSUPPORTED_SCHEMA,
+            "schemaVersion",
+            f"this library reads schema version {TABLE.schema_version} only",
+        ),
+        (("status", "paused"), INVALID, "status", "is not a known status"),
+        (("status", 3), INVALID, "status", "is not a known status"),
+        (("status", _Text("ready")), INVALID, "status", "is not a known status"),
+    ],
+)
+def test_the_top_of_a_stored_record_is_refused_by_name(
+    change: tuple[str, object], code: ErrorCode, field: str, detail: str
+) -> None:
+    raw = record_in(Status.READY).to_dict()
+    raw[change[0]] = change[1]
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint.from_dict(raw)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (code, field, detail)

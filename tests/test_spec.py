@@ -477,3 +477,28 @@ def test_a_list_may_name_every_part_or_field(path: str) -> None:
     rule = loaded.statuses[Status(name)] if section == "statuses" else loaded.transitions[name]
     attribute = "requires_null" if key == "requires_null" else key
     assert set(getattr(rule, attribute)) == set(everything)
+
+
+@pytest.mark.parametrize(
+    ("path", "fence", "message"),
+    [
+        (
+            "transitions.claim_delivery.fence",
+            "deliveryId",
+            "claim_delivery: its deliveryId fence needs delivery in completed",
+        ),
+        (
+            "transitions.claim_execution.fence",
+            "attemptId",
+            "claim_execution: its attemptId fence needs execution in ready",
+        ),
+    ],
+)
+def test_a_fence_needs_its_owner_in_every_status_it_leaves(
+    path: str, fence: str, message: str
+) -> None:
+    data = _data()
+    _set(path, fence)(data)
+    with pytest.raises(SpecError) as refused:
+        table_from_data(data)
+    assert str(refused.value) == message

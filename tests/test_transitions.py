@@ -1623,3 +1623,62 @@ def test_next_validates_means_every_field_not_only_the_shape(
     assert str(caught.value) == "claim_execution broke a promise: next validates"
     with pytest.raises(icontract.ViolationError, match="a new record validates"):
         tec.create_checkpoint(BINDING, created_at=AT)
+
+
+def test_a_pruned_result_is_not_pruned_again() -> None:
+    delivered = RECORDS[Status.DELIVERED]
+    pruned = tec.prune_result(delivered, at=AT).next
+    assert pruned.result is not None
+    assert pruned.result.pruned_at == AT
+    with pytest.raises(CheckpointError) as caught:
+        tec.prune_result(pruned, at=AT)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_TRANSITION,
+        "result.prunedAt",
+        "prune_result needs it null",
+    )
+
+
+def test_a_transition_from_the_wrong_status_says_where_it_leaves_from() -> None:
+    with pytest.raises(CheckpointError) as caught:
+        tec.complete_execution(RECORDS[Status.READY], attempt_id="a-1", at=AT, result=1)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_TRANSITION,
+        "status",
+        "complete_execution leaves from executing, uncertain, not from ready",
+    )
+
+
+def test_the_largest_revision_is_refused_with_its_limit() -> None:
+    top = dataclasses.replace(RECORDS[Status.READY], revision=LIMITS.max_revision)
+    with pytest.raises(CheckpointError) as caught:
+        tec.claim_execution(top, attempt_id="a", at=AT)
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (
+        ErrorCode.INVALID_TRANSITION,
+        "revision",
+        "the record has reached the largest revision",
+        LIMITS.max_revision,
+    )
+
+
+def test_next_that_is_not_a_checkpoint_breaks_next_validates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def as_dict(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
+        return transition._replace(next=transition.next.to_dict())  # type: ignore[arg-type]
+
+    broken_advance(monkeypatch, as_dict)
+    with pytest.raises(icontract.ViolationError) as caught:
+        call("claim_execution", RECORDS[Status.READY])
+    assert str(caught.value) == "claim_execution broke a promise: next validates"
+
+
+def test_a_naive_datetime_is_refused_by_name() -> None:
+    with pytest.raises(CheckpointError) as caught:
+        tec.claim_execution(RECORDS[Status.READY], attempt_id="a", at=datetime(2024, 1, 1))
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "at",
+        "a datetime must be timezone-aware",
+    )

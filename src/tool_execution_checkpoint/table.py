@@ -311,6 +311,11 @@ def _load_errors(data: Mapping[str, object]) -> dict[ErrorCode, ErrorRule]:
     return errors
 
 
+_FENCED_PARTS = {Fence.ATTEMPT_ID: "execution", Fence.DELIVERY_ID: "delivery"}
+"""The part holding each fence's owner: a fenced transition leaves only statuses that
+require it, so the owner it compares is always there."""
+
+
 def _check_safety(table: TransitionTable) -> None:
     """Refuse a table that breaks a rule every version of the protocol must keep."""
     if table.initial_status is not Status.READY or table.initial_revision < 1:
@@ -335,6 +340,11 @@ def _check_safety(table: TransitionTable) -> None:
             if source in claimed and rule.fence is not claimed[source]:
                 raise SpecError(
                     f"{rule.name}: leaving {source} must be fenced by {claimed[source]}"
+                )
+            fenced_part = _FENCED_PARTS.get(rule.fence)
+            if fenced_part is not None and fenced_part not in table.statuses[source].required:
+                raise SpecError(
+                    f"{rule.name}: its {rule.fence} fence needs {fenced_part} in {source}"
                 )
         if rule.grants is Action.EXECUTE and (rule.sources, rule.target) != (
             (Status.READY,),

