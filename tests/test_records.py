@@ -1167,3 +1167,32 @@ def test_the_top_of_a_stored_record_is_refused_by_name(
     with pytest.raises(CheckpointError) as caught:
         Checkpoint.from_dict(raw)
     assert (caught.value.code, caught.value.field, caught.value.detail) == (code, field, detail)
+
+
+@pytest.mark.parametrize(
+    ("status", "parts", "field", "detail"),
+    [
+        (Status.EXECUTING, {}, "execution", "is required in status executing"),
+        (Status.READY, {"execution": "claimed"}, "execution", "must be null in status ready"),
+        (Status.COMPLETED, {"delivery": "sent"}, "delivery", "must be null in status completed"),
+    ],
+)
+def test_the_shape_refusal_names_the_part(
+    status: Status, parts: dict[str, str], field: str, detail: str
+) -> None:
+    source = record_in(Status.DELIVERED)
+    arguments: dict[str, Any] = {
+        "revision": 1,
+        "status": status,
+        "binding": BINDING,
+        "created_at": T0,
+        "updated_at": T0,
+        "execution": source.execution if "execution" in parts else None,
+        "result": source.result if status is Status.COMPLETED else None,
+        "delivery": source.delivery if "delivery" in parts else None,
+    }
+    if status is Status.COMPLETED:
+        arguments["execution"] = source.execution
+    with pytest.raises(CheckpointError) as caught:
+        Checkpoint(**arguments)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (INVALID, field, detail)

@@ -1682,3 +1682,18 @@ def test_a_naive_datetime_is_refused_by_name() -> None:
         "at",
         "a datetime must be timezone-aware",
     )
+
+
+def test_a_record_over_the_calls_limit_is_refused_with_the_limit() -> None:
+    completed = RECORDS[Status.COMPLETED]
+    assert completed.result is not None
+    limit = completed.result.payload_bytes - 1
+    with pytest.raises(CheckpointError) as caught:
+        tec.claim_delivery(completed, delivery_id="d", at=AT, max_payload_bytes=limit)
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (
+        ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+        "result.payload",
+        f"encodes to more than {limit} bytes",
+        limit,
+    )

@@ -44,8 +44,10 @@ from tool_execution_checkpoint import (
     validate_checkpoint,
 )
 from tool_execution_checkpoint.validation import (
+    check_identifier,
     check_json_shape,
     check_reason,
+    check_timestamp,
     encode_payload,
     timestamp_microseconds,
 )
@@ -1133,3 +1135,57 @@ def test_finite_floats_pass_both_walks(value: object) -> None:
     check_json_shape(value, "value")
     text, _size = encode_payload(value, DEFAULT, "payload")
     assert json.loads(text) == value
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "detail", "limit"),
+    [
+        (check_identifier, 7, "an identifier must be a str", None),
+        (
+            check_identifier,
+            "x" * (TABLE.limits.max_identifier_chars + 1),
+            f"an identifier must have 1 to {TABLE.limits.max_identifier_chars} characters",
+            TABLE.limits.max_identifier_chars,
+        ),
+        (
+            check_identifier,
+            "tab\there",
+            "an identifier must not hold control characters or lone surrogates",
+            None,
+        ),
+        (check_timestamp, 1_700_000_000, "a timestamp must be a str", None),
+        (check_timestamp, "2023-02-29T00:00:00Z", "a timestamp names a day its month lacks", None),
+        (check_timestamp, "2024-04-31T00:00:00Z", "a timestamp names a day its month lacks", None),
+    ],
+)
+def test_single_value_checks_name_the_fault_and_limit(
+    check: Callable[[object, str, ErrorCode], str], value: object, detail: str, limit: int | None
+) -> None:
+    with pytest.raises(CheckpointError) as caught:
+        check(value, "field", ErrorCode.INVALID_CHECKPOINT)
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (
+        ErrorCode.INVALID_CHECKPOINT,
+        "field",
+        detail,
+        limit,
+    )
+
+
+@pytest.mark.parametrize("day", ["2024-02-29", "2023-02-28", "2024-04-30", "2024-12-31"])
+def test_the_last_day_of_each_month_is_a_day(day: str) -> None:
+    assert check_timestamp(f"{day}T00:00:00Z", "at", ErrorCode.INVALID_ARGUMENT)
+
+
+@pytest.mark.parametrize("value", [0, TABLE.limits.ceiling_max_payload_bytes + 1, True, 1.0])
+def test_a_bad_payload_limit_names_the_ceiling(value: object) -> None:
+    ceiling = TABLE.limits.ceiling_max_payload_bytes
+    with pytest.raises(CheckpointError) as caught:
+        Result(1, completed_at="2024-01-01T00:00:00Z", max_payload_bytes=value)  # type: ignore[arg-type]
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "max_payload_bytes",
+        f"must be an int from 1 to {ceiling}",
+        ceiling,
+    )

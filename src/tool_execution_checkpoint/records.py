@@ -50,18 +50,32 @@ def mask_of_parts(parts: frozenset[str]) -> int:
     return sum(_PART_BITS[part] for part in parts)
 
 
+_EXECUTION, _UNCERTAIN, _RESULT, _PRUNED, _DELIVERY, _DELIVERED = _PART_BITS.values()
+
+
 def present_mask(
     execution: Execution | None, result: Result | None, delivery: Delivery | None
 ) -> int:
     """The bits of the nullable parts that a record with these parts holds."""
     mask = 0
     if execution is not None:
-        mask = 3 if execution.uncertain is not None else 1
+        mask |= _EXECUTION
+        if execution.uncertain is not None:
+            mask |= _UNCERTAIN
     if result is not None:
-        mask |= 12 if result.pruned_at is not None else 4
+        mask |= _RESULT
+        if result.pruned_at is not None:
+            mask |= _PRUNED
     if delivery is not None:
-        mask |= 48 if delivery.delivered_at is not None else 16
+        mask |= _DELIVERY
+        if delivery.delivered_at is not None:
+            mask |= _DELIVERED
     return mask
+
+
+def _first_part(mask: int) -> str:
+    """The name of the first nullable part, in sorted order, whose bit ``mask`` holds."""
+    return min(part for part, bit in _PART_BITS.items() if mask & bit)
 
 
 _SHAPES: Mapping[Status, tuple[int, int]] = {
@@ -466,13 +480,12 @@ class Checkpoint:
         requires, and none it forbids."""
         required, forbidden = _SHAPES[self.status]
         mask = present_mask(self.execution, self.result, self.delivery)
-        if mask & required == required and not mask & forbidden:
-            return
-        rule = TABLE.statuses[self.status]
-        present = self.present_parts()
-        for part in sorted(rule.required - present):
+        missing, extra = required & ~mask, mask & forbidden
+        if missing:
+            part = _first_part(missing)
             raise CheckpointError(_INVALID, f"is required in status {self.status}", field=part)
-        for part in sorted(rule.forbidden & present):
+        if extra:
+            part = _first_part(extra)
             raise CheckpointError(_INVALID, f"must be null in status {self.status}", field=part)
 
     def recheck(self) -> None:
