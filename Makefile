@@ -58,7 +58,7 @@ CROSSHAIR_BACKEND_TESTS := any_json_value_is_kept_exactly or json_values_under_s
 ## mutate: mutation testing of the core modules (mutmut; slow, not part of CI)
 mutate: $(STAMP)
 	$(BIN)/mutmut run --max-children 2
-	$(BIN)/mutmut results > proofs/results-mutmut.txt
+	$(BIN)/python proofs/mutation_report.py > proofs/results-mutmut.txt
 
 ## bench: every measured cost as a ratio to a baseline run in the same command, printed
 ## as one table and written to benchmarks/results.json (throwaway PostgreSQL and Redis
