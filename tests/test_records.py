@@ -5,6 +5,7 @@ strictly a stored record is read.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.resources
 import json
 import math
@@ -1196,3 +1197,32 @@ def test_the_shape_refusal_names_the_part(
     with pytest.raises(CheckpointError) as caught:
         Checkpoint(**arguments)
     assert (caught.value.code, caught.value.field, caught.value.detail) == (INVALID, field, detail)
+
+
+@pytest.mark.parametrize(
+    ("attribute", "field"),
+    [("completed_at", "result.completedAt"), ("pruned_at", "result.prunedAt")],
+)
+def test_recheck_finds_a_result_time_that_no_constructor_would_accept(
+    attribute: str, field: str
+) -> None:
+    pruned = record_in(Status.DELIVERED)
+    assert pruned.result is not None
+    result = pruned.result.pruned(T1)
+    object.__setattr__(result, attribute, "later")  # what only a bug could do
+    broken = dataclasses.replace(pruned, result=result)  # the shape is still right
+    with pytest.raises(CheckpointError) as caught:
+        broken.recheck()
+    assert (caught.value.code, caught.value.field) == (INVALID, field)
+    record_in(Status.DELIVERED).recheck()  # a sound record passes
+
+
+def test_a_pruned_record_round_trips_with_its_pruning_time() -> None:
+    delivered = record_in(Status.DELIVERED)
+    assert delivered.result is not None
+    pruned = dataclasses.replace(delivered, result=delivered.result.pruned(T1))
+    again = Checkpoint.from_dict(pruned.to_dict())
+    assert again == pruned
+    assert again.result is not None
+    assert again.result.pruned_at == T1
+    assert Checkpoint.from_json(pruned.to_json()) == pruned

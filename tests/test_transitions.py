@@ -54,6 +54,7 @@ from tool_execution_checkpoint import (
     validate_checkpoint,
 )
 from tool_execution_checkpoint import transitions as transitions_module
+from tool_execution_checkpoint.records import mask_of_parts
 from tool_execution_checkpoint.table import (
     NULLABLE_PARTS,
     RECORD_FIELDS,
@@ -1696,4 +1697,24 @@ def test_a_record_over_the_calls_limit_is_refused_with_the_limit() -> None:
         "result.payload",
         f"encodes to more than {limit} bytes",
         limit,
+    )
+
+
+@pytest.mark.parametrize("part", ["execution", "result", "delivery", "delivery.deliveredAt"])
+def test_the_guard_refuses_any_part_a_rule_requires_null(
+    monkeypatch: pytest.MonkeyPatch, part: str
+) -> None:
+    """The shipped table requires only result.prunedAt null (for prune_result); the guard
+    must honour whatever part the table names."""
+    requires = {
+        **transitions_module._REQUIRES_NULL,
+        "prune_result": mask_of_parts(frozenset({part})),
+    }
+    monkeypatch.setattr(transitions_module, "_REQUIRES_NULL", requires)
+    with pytest.raises(CheckpointError) as caught:
+        tec.prune_result(RECORDS[Status.DELIVERED], at=AT)
+    assert (caught.value.code, caught.value.field, caught.value.detail) == (
+        ErrorCode.INVALID_TRANSITION,
+        part,
+        "prune_result needs it null",
     )

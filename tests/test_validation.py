@@ -1189,3 +1189,16 @@ def test_a_bad_payload_limit_names_the_ceiling(value: object) -> None:
         f"must be an int from 1 to {ceiling}",
         ceiling,
     )
+
+
+def test_a_payload_over_the_value_count_names_the_limit() -> None:
+    limit = TABLE.limits.max_values
+    with pytest.raises(CheckpointError) as caught:
+        encode_payload([[0] * (limit // 2), [0] * (limit // 2)], DEFAULT, "payload")
+    error = caught.value
+    assert (error.code, error.field, error.detail, error.limit) == (
+        ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+        "payload",
+        f"holds more than {limit} values",
+        limit,
+    )

@@ -37,6 +37,7 @@ from .records import (
     checked_execution,
     checked_result,
     checked_uncertainty,
+    first_part,
     mask_of_parts,
     present_mask,
 )
@@ -271,9 +272,11 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
             f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
             field="status",
         )
-    if present_mask(record.execution, record.result, record.delivery) & _REQUIRES_NULL[name]:
-        for part in sorted(rule.requires_null & record.present_parts()):
-            raise CheckpointError(ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=part)
+    blocked = present_mask(record.execution, record.result, record.delivery) & _REQUIRES_NULL[name]
+    if blocked:
+        raise CheckpointError(
+            ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=first_part(blocked)
+        )
     # The loader lets a fenced transition leave only statuses that require the part
     # holding the owner, and the record's shape was checked when it was built.
     if rule.fence is Fence.ATTEMPT_ID:
