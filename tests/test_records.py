@@ -1226,3 +1226,25 @@ def test_a_pruned_record_round_trips_with_its_pruning_time() -> None:
     assert again.result is not None
     assert again.result.pruned_at == T1
     assert Checkpoint.from_json(pruned.to_json()) == pruned
+
+
+def test_recheck_since_a_record_skips_only_the_parts_it_shares() -> None:
+    source = record_in(Status.DELIVERED)
+    assert source.result is not None
+    result = source.result.pruned(T1)
+    object.__setattr__(result, "completed_at", "later")  # what only a bug could do
+    broken = dataclasses.replace(source, result=result)
+    shares_it = dataclasses.replace(source, result=result)
+    broken.recheck(since=shares_it)  # the same Result object: taken as checked already
+    for since in (source, None):
+        with pytest.raises(CheckpointError) as caught:
+            broken.recheck(since=since)
+        assert caught.value.field == "result.completedAt"
+    for part in ("binding", "execution", "delivery"):
+        bad = copy.copy(getattr(source, part))
+        name = {"binding": "call_id", "execution": "attempt_id", "delivery": "delivery_id"}[part]
+        object.__setattr__(bad, name, "")
+        changed = dataclasses.replace(source, **{part: bad})
+        changed.recheck(since=dataclasses.replace(source, **{part: bad}))
+        with pytest.raises(CheckpointError):
+            changed.recheck(since=source)

@@ -142,13 +142,14 @@ def _unchanged(before: Checkpoint, record: object) -> bool:
     return after is before or after == before
 
 
-def _conforms(checkpoint: Checkpoint) -> bool:
+def _conforms(checkpoint: Checkpoint, since: Checkpoint | None = None) -> bool:
     """The record is a Checkpoint that the validating constructors would accept: every
-    field and part checked again, and the parts exactly what its status needs."""
+    field and part checked again (but the parts it shares with ``since``), and the parts
+    exactly what its status needs."""
     if type(checkpoint) is not Checkpoint:
         return False
     try:
-        checkpoint.recheck()
+        checkpoint.recheck(since)
     except CheckpointError:
         return False
     return True
@@ -188,7 +189,7 @@ def _broken_promise(
         return "the input is a valid record"
     if not _unchanged(before, record):
         return "the input record is unchanged"
-    if not _conforms(following):
+    if not _conforms(following, before):
         return "next validates"
     if not (
         transition.expected_revision == before.revision
