@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {
     "core.lifecycle.contracts_on": "µs",
     "core.lifecycle.contracts_off": "µs",
+    "core.lifecycle.checks_alone": "µs",
+    "core.lifecycle.icontract_floor": "µs",
     "validation.64kib": "µs",
     "validation.10mib": "µs",
     "validation.10mib.peak_peak_rss": "x payload",

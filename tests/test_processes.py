@@ -28,7 +28,7 @@ def test_an_honest_store_survives_the_storm(tmp_path: Path) -> None:
         "storm_stores:PlainSQLiteStore",
         _opened(tmp_path / "store.db"),
         directory=tmp_path / "storm",
-        keys=200,
+        keys=2_000,  # more than the workers can finish: kills land mid-work
         seconds=5.0,
     )
     report.check()
@@ -42,7 +42,7 @@ def test_the_storm_catches_a_store_that_tears_a_write(tmp_path: Path) -> None:
         "storm_stores:TornWriteStore",
         _opened(tmp_path / "store.db"),
         directory=tmp_path / "storm",
-        keys=200,
+        keys=2_000,  # more than the workers can finish: kills land mid-work
         seconds=5.0,
     )
     with pytest.raises(AssertionError, match="torn or lost write"):
