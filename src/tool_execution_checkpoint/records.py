@@ -408,14 +408,6 @@ def checked_result(payload: object, completed_at: str, max_payload_bytes: int) -
     return _stored_result(text, size, completed_at)
 
 
-class _NothingKept:
-    """What ``Checkpoint.recheck`` compares parts with when no record was given: no part
-    is the same object as one of these, so every part is checked."""
-
-    binding = execution = result = delivery = object()
-
-
-_NOTHING_KEPT = _NothingKept()
 _RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
 _encode_record = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _TOP_KEYS = frozenset(
@@ -502,23 +494,23 @@ class Checkpoint:
         """Run every check the validating constructors make, again, on this record and
         its parts; raise CheckpointError at the first that fails. The transitions build
         records from parts they checked one by one; their contracts call this to confirm
-        that the whole record is one the constructors would accept. A part that is the
-        very object ``since`` holds (the record it was made from, itself valid) is not
-        checked again. (The payload's text is not parsed again: only
+        that the whole record is one the constructors would accept. A part equal to one
+        that ``since`` holds (the record it was made from, itself valid) is not checked
+        again: equal values pass the same checks. (The payload's text is not parsed again: only
         ``complete_execution`` makes it, from a checked value, and the payload promise
         guards it afterwards.)"""
         self.__post_init__()  # revision, status, part types, timestamps, shape
-        kept = since if since is not None else _NOTHING_KEPT
-        if self.binding is not kept.binding:
+        kept = (since.binding, since.execution, since.result, since.delivery) if since else ()
+        if self.binding not in kept:
             self.binding.__post_init__()
         execution, result, delivery = self.execution, self.result, self.delivery
-        if execution is not None and execution is not kept.execution:
+        if execution is not None and execution not in kept:
             execution.__post_init__()
             if execution.uncertain is not None:
                 execution.uncertain.__post_init__()
-        if delivery is not None and delivery is not kept.delivery:
+        if delivery is not None and delivery not in kept:
             delivery.__post_init__()
-        if result is not None and result is not kept.result:
+        if result is not None and result not in kept:
             check_timestamp(result.completed_at, "result.completedAt", _INVALID)
             if result.pruned_at is not None:
                 check_timestamp(result.pruned_at, "result.prunedAt", _INVALID)
