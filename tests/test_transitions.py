@@ -1680,3 +1680,17 @@ def test_the_guard_refuses_any_part_a_rule_requires_null(
         part,
         "prune_result needs it null",
     )
+
+
+def test_next_validates_checks_what_the_transition_made_not_what_it_kept() -> None:
+    """The input was validated when it was loaded; the contract re-checks only the parts a
+    transition builds. Here the kept execution is corrupted behind the constructors' back
+    (only a bug could do that): claim_delivery keeps it and passes, while a corrupted part
+    the transition builds is caught (see the test above)."""
+    completed = RECORDS[Status.COMPLETED]
+    assert completed.execution is not None
+    execution = copy.copy(completed.execution)
+    object.__setattr__(execution, "attempt_id", "")
+    corrupted = dataclasses.replace(completed, execution=execution)
+    claimed = tec.claim_delivery(corrupted, delivery_id="d-1", at=AT).next
+    assert claimed.execution is execution
