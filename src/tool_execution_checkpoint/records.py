@@ -13,8 +13,9 @@ copy on each access.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, ClassVar, Self
 
 from .errors import CheckpointError, ErrorCode
@@ -128,6 +129,20 @@ class _Part:
         return {json_name: getattr(self, name) for name, json_name in self.JSON_NAMES.items()}
 
 
+_quote: Callable[[str], str] = encode_basestring
+"""A str as a JSON string, non-ASCII kept: what ``json.dumps(ensure_ascii=False)`` writes."""
+
+
+def _json_text(value: str | Uncertainty | Execution | Delivery | None) -> str:
+    """An optional field as compact JSON text: what ``json.dumps(ensure_ascii=False)``
+    writes for the field's persisted form (each part writes its own)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):  # a checked field is a str itself, never a subclass
+        return _quote(value)
+    return value._json_text()
+
+
 @dataclass(frozen=True, slots=True)
 class Binding(_Part):
     """What a checkpoint is for. All five fields are identifiers and all are required.
@@ -155,6 +170,13 @@ class Binding(_Part):
         for name in self.JSON_NAMES:
             check_identifier(getattr(self, name), name, _ARGUMENT)
 
+    def _json_text(self) -> str:
+        return (
+            f'{{"namespace":{_quote(self.namespace)},"callId":{_quote(self.call_id)},'
+            f'"toolName":{_quote(self.tool_name)},"toolRevision":{_quote(self.tool_revision)},'
+            f'"inputFingerprint":{_quote(self.input_fingerprint)}}}'
+        )
+
     def differing_fields(self, other: Binding) -> tuple[str, ...]:
         """Return the names of the fields in which ``other`` differs from this binding."""
         return tuple(
@@ -174,6 +196,9 @@ class Uncertainty(_Part):
     def __post_init__(self) -> None:
         check_reason(self.reason, "reason", _ARGUMENT)
         check_timestamp(self.at, "at", _ARGUMENT)
+
+    def _json_text(self) -> str:
+        return f'{{"reason":{_quote(self.reason)},"at":{_quote(self.at)}}}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +232,12 @@ class Execution(_Part):
         uncertain = self.uncertain._to_json() if self.uncertain is not None else None
         return {"attemptId": self.attempt_id, "claimedAt": self.claimed_at, "uncertain": uncertain}
 
+    def _json_text(self) -> str:
+        return (
+            f'{{"attemptId":{_quote(self.attempt_id)},"claimedAt":{_quote(self.claimed_at)},'
+            f'"uncertain":{_json_text(self.uncertain)}}}'
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Delivery(_Part):
@@ -228,6 +259,12 @@ class Delivery(_Part):
         check_timestamp(self.claimed_at, "claimed_at", _ARGUMENT)
         if self.delivered_at is not None:
             check_timestamp(self.delivered_at, "delivered_at", _ARGUMENT)
+
+    def _json_text(self) -> str:
+        return (
+            f'{{"deliveryId":{_quote(self.delivery_id)},"claimedAt":{_quote(self.claimed_at)},'
+            f'"deliveredAt":{_json_text(self.delivered_at)}}}'
+        )
 
 
 class Result:
@@ -409,7 +446,6 @@ def checked_result(payload: object, completed_at: str, max_payload_bytes: int) -
 
 
 _RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
-_encode_record = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _TOP_KEYS = frozenset(
     {
         "schemaVersion",
@@ -515,8 +551,8 @@ class Checkpoint:
             if result.pruned_at is not None:
                 check_timestamp(result.pruned_at, "result.prunedAt", _INVALID)
 
-    def _head(self) -> dict[str, Any]:
-        """The persisted fields that come before the result, in their persisted order."""
+    def to_dict(self) -> dict[str, Any]:
+        """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
         return {
             "schemaVersion": self.schema_version,
             "revision": self.revision,
@@ -525,32 +561,30 @@ class Checkpoint:
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
             "execution": self.execution._to_json() if self.execution is not None else None,
+            "result": self.result._to_json() if self.result is not None else None,
+            "delivery": self.delivery._to_json() if self.delivery is not None else None,
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the persisted form: a fresh JSON-ready dict in schema version 1."""
-        persisted = self._head()
-        persisted["result"] = self.result._to_json() if self.result is not None else None
-        persisted["delivery"] = self.delivery._to_json() if self.delivery is not None else None
-        return persisted
 
     def to_json(self) -> str:
         """Return the persisted form as compact UTF-8-ready JSON text: the text of compact
-        ``json.dumps(self.to_dict(), ensure_ascii=False)``, built without decoding and
-        encoding the stored payload again (its compact text is spliced in)."""
+        ``json.dumps(self.to_dict(), ensure_ascii=False)``, key order included, written
+        field by field (the stored payload's compact text is spliced in, not decoded and
+        encoded again)."""
         result = self.result
         if result is None:
             result_text = "null"
         else:
             result_text = (
                 f'{{"payload":{result.payload_json},'
-                f'"completedAt":{_encode_record(result.completed_at)},'
-                f'"prunedAt":{_encode_record(result.pruned_at)}}}'
+                f'"completedAt":{_quote(result.completed_at)},'
+                f'"prunedAt":{_json_text(result.pruned_at)}}}'
             )
-        delivery = self.delivery._to_json() if self.delivery is not None else None
         return (
-            f"{_encode_record(self._head())[:-1]},"
-            f'"result":{result_text},"delivery":{_encode_record(delivery)}}}'
+            f'{{"schemaVersion":{self.schema_version},"revision":{self.revision},'
+            f'"status":{_quote(self.status.value)},"binding":{self.binding._json_text()},'
+            f'"createdAt":{_quote(self.created_at)},"updatedAt":{_quote(self.updated_at)},'
+            f'"execution":{_json_text(self.execution)},"result":{result_text},'
+            f'"delivery":{_json_text(self.delivery)}}}'
         )
 
     @classmethod
