@@ -495,14 +495,14 @@ class Checkpoint:
             )
         if type(self.status) is not Status:
             raise CheckpointError(_INVALID, "must be a Status", field="status")
-        for name, kind in (
-            ("binding", Binding),
-            ("execution", Execution),
-            ("result", Result),
-            ("delivery", Delivery),
+        if type(self.binding) is not Binding:
+            raise CheckpointError(_INVALID, "must be a Binding", field="binding")
+        for value, kind, name in (
+            (self.execution, Execution, "execution"),
+            (self.result, Result, "result"),
+            (self.delivery, Delivery, "delivery"),
         ):
-            value = getattr(self, name)
-            if type(value) is not kind and not (value is None and name != "binding"):
+            if value is not None and type(value) is not kind:
                 raise CheckpointError(_INVALID, f"must be a {kind.__name__}", field=name)
         check_timestamp(self.created_at, "createdAt", _INVALID)
         check_timestamp(self.updated_at, "updatedAt", _INVALID)
@@ -581,7 +581,7 @@ class Checkpoint:
             )
         return (
             f'{{"schemaVersion":{self.schema_version},"revision":{self.revision},'
-            f'"status":{_quote(self.status.value)},"binding":{self.binding._json_text()},'
+            f'"status":{_quote(self.status)},"binding":{self.binding._json_text()},'
             f'"createdAt":{_quote(self.created_at)},"updatedAt":{_quote(self.updated_at)},'
             f'"execution":{_json_text(self.execution)},"result":{result_text},'
             f'"delivery":{_json_text(self.delivery)}}}'

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import logging
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,6 +90,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _new_id() -> str:
+    """A fresh claim id: 128 random bits as 32 hex digits."""
+    return secrets.token_hex(16)
+
+
 # --- the protocol, without I/O ---------------------------------------------------------
 #
 # _protocol is a generator: it yields what it needs done (a store operation, the tool
@@ -136,6 +141,8 @@ class _Options:
     logger: logging.Logger
 
     def log(self, event: str, record: Checkpoint | None) -> None:
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
         status = record.status.value if record is not None else "absent"
         revision = record.revision if record is not None else 0
         self.logger.info(
@@ -182,7 +189,7 @@ def _protocol(options: _Options) -> _Protocol:
         if record is None:
             continue
         action = TABLE.statuses[record.status].action
-        options.log("decided " + action.value, record)
+        options.log("decided " + action, record)
         if action is Action.EXECUTE:
             claim = claim_execution(
                 record,
@@ -300,7 +307,7 @@ def run_once(
     key: str | None = None,
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
     clock: Callable[[], str] = _now,
-    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     logger: logging.Logger = LOGGER,
 ) -> RunOutcome:
@@ -363,7 +370,7 @@ async def run_once_async(
     key: str | None = None,
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
     clock: Callable[[], str] = _now,
-    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     logger: logging.Logger = LOGGER,
 ) -> RunOutcome:

@@ -163,7 +163,7 @@ def _payload_kept(before: Checkpoint, after: Checkpoint) -> bool:
     """A stored result stays as it is, except that a delivered one may be pruned: its
     payload dropped, its completion time kept."""
     old = before.result
-    if old is None or after.result == old:
+    if old is None or after.result is old or after.result == old:
         return True
     return (
         before.status is Status.DELIVERED
@@ -198,7 +198,9 @@ def _broken_promise(
         return "expected_revision is the input's revision and next is one past it"
     if _leaves_claim_for_ready(before, following):
         return "no transition leaves executing or uncertain for ready"
-    if following.binding != before.binding or following.created_at != before.created_at:
+    if (following.binding is not before.binding and following.binding != before.binding) or (
+        following.created_at != before.created_at
+    ):
         return "the binding and creation time never change"
     if not _payload_kept(before, following):
         return "a completed payload never changes"
