@@ -39,7 +39,9 @@ import contextlib
 import functools
 import itertools
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -66,6 +68,7 @@ from tool_execution_checkpoint import (
 from tool_execution_checkpoint.postgres import PostgresStore
 from tool_execution_checkpoint.redis_store import RedisStore
 from tool_execution_checkpoint.table import Status
+from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -77,7 +80,10 @@ from redis_server import start_redis_server, stop_redis_server
 
 PAYLOAD = {"data": "x" * (1024 - len('{"data":""}'))}  # 1,024 bytes of compact JSON
 TARGET = 1.15
-WORKLOADS = (("1 worker", 1, False), ("8 workers", 8, False), ("8 workers, hot key", 8, True))
+Workload = tuple[str, int, bool]
+"""(name, worker threads, whether they share one hot key)."""
+SINGLE: Workload = ("1 worker", 1, False)
+WORKLOADS: tuple[Workload, ...] = (SINGLE, ("8 workers", 8, False), ("8 workers, hot key", 8, True))
 STORES = ("memory", "sqlite", "postgres", "redis")
 LABELS = {
     "memory": "MemoryStore",
@@ -488,7 +494,9 @@ def calls_per_batch(store: str, quick: bool) -> int:
     return max(8, full // 4) if quick else full
 
 
-def measure_store(store: str, quick: bool, rounds: int) -> dict[str, Any]:
+def measure_store(
+    store: str, quick: bool, rounds: int, workloads: Sequence[Workload] = WORKLOADS
+) -> dict[str, Any]:
     """Every workload on one store, paired rounds of runner and raw batches."""
     results: dict[str, Any] = {}
     calls = calls_per_batch(store, quick)
@@ -497,7 +505,7 @@ def measure_store(store: str, quick: bool, rounds: int) -> dict[str, Any]:
         PAIRS[store](Path(name)) as (checkpoints, raw),
     ):
         sides = {"raw": raw_side(raw), "runner": library_side(checkpoints)}
-        for workload, workers, hot in WORKLOADS:
+        for workload, workers, hot in workloads:
             for side in sides.values():  # warm up: connections, caches, scripts
                 batch(side, workers, hot, max(workers, calls // 8))
             samples = paired_rounds(
@@ -518,26 +526,46 @@ def measure_store(store: str, quick: bool, rounds: int) -> dict[str, Any]:
                 "runner_calls_per_second": round(paired.per_second("runner"), 1),
                 "raw_calls_per_second": round(paired.per_second("raw"), 1),
                 "ratio": round(paired.ratios["runner"], 3),
+                "contracts_enabled": CONTRACTS_ENABLED,
             }
     return results
 
 
-def figures_for(store: str, results: dict[str, Any]) -> list[Figure]:
+def single_worker_without_contracts(
+    quick: bool, stores: Sequence[str], rounds: int
+) -> dict[str, Any]:
+    """The 1-worker workload on each store in a fresh interpreter with the core's
+    contracts off (``TOOL_CHECKPOINT_CONTRACTS=0``; they are read at import)."""
+    with tempfile.TemporaryDirectory(prefix="tec-bench-unchecked-") as name:
+        output = Path(name) / "results.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--stores", ",".join(stores)]
+        command += ["--single-worker", "--rounds", str(rounds), "--json", str(output)]
+        command += ["--quick"] if quick else []
+        environment = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "0"}
+        subprocess.run(command, env=environment, capture_output=True, check=True, timeout=1200)
+        details: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))["stores"]
+    for store in stores:
+        if details[store][SINGLE[0]]["contracts_enabled"] is not False:
+            raise RuntimeError("the contracts were on in the contracts-off run")
+    return details
+
+
+def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[Figure]:
     figures = []
     for workload, result in results.items():
         single = result["workers"] == 1
         slug = workload.replace(", ", "_").replace(" ", "_")
         figures.append(
             Figure(
-                key=f"stores.{store}.{slug}",
-                label=f"run_once, {LABELS[store]}, {workload}",
+                key=f"stores.{store}.{slug}{suffix.replace(' ', '_').replace(',', '')}",
+                label=f"run_once, {LABELS[store]}, {workload}{suffix}",
                 value=result["runner_us_per_call"] if single else result["runner_calls_per_second"],
                 unit="µs/call" if single else "calls/s",
                 baseline=result["raw_us_per_call"] if single else result["raw_calls_per_second"],
                 baseline_label="raw statements",
                 ratio=result["ratio"],
                 target=TARGET,
-                note="1 read + 5 writes per call, 1 KiB result",
+                note="5 writes per call, 1 KiB result",
                 details=result,
             )
         )
@@ -545,10 +573,16 @@ def figures_for(store: str, results: dict[str, Any]) -> list[Figure]:
 
 
 def run(quick: bool = False, stores: Sequence[str] = STORES) -> tuple[list[Figure], dict[str, Any]]:
+    """Every workload with the contracts on (the default), then the 1-worker workload
+    with them off, in a subprocess: each store's rows, then its contracts-off row."""
     rounds = 3 if quick else 9
     details = {store: measure_store(store, quick, rounds) for store in stores}
-    figures = [figure for store in stores for figure in figures_for(store, details[store])]
-    return figures, details
+    unchecked = single_worker_without_contracts(quick, stores, rounds)
+    figures = []
+    for store in stores:
+        figures += figures_for(store, details[store])
+        figures += figures_for(store, unchecked[store], ", contracts off")
+    return figures, {"contracts_on": details, "contracts_off": unchecked}
 
 
 def main() -> None:
@@ -556,9 +590,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small batches, 3 rounds")
     parser.add_argument("--stores", default=",".join(STORES), help="comma-separated subset")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--single-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=9, help=argparse.SUPPRESS)
     args = parser.parse_args()
     stores = [name for name in args.stores.split(",") if name]
-    figures, details = run(args.quick, stores)
+    if args.single_worker:  # the contracts-off run of single_worker_without_contracts
+        details = {
+            store: measure_store(store, args.quick, args.rounds, [SINGLE]) for store in stores
+        }
+        figures = [figure for store in stores for figure in figures_for(store, details[store])]
+    else:
+        figures, details = run(args.quick, stores)
     print_table(figures)
     if args.json:
         write_json(args.json, figures, {"stores": details})
