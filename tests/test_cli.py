@@ -354,7 +354,7 @@ def test_check_store_help_says_what_it_creates_and_removes(
     with pytest.raises(SystemExit):
         cli.main(["check-store", "--help"])
     text = capsys.readouterr().out
-    for promise in (".tec-check-XXXXXXXX", "public.tec_check_RUN_N", "tec-check-RUN-*", "never"):
+    for promise in (".tec-check-XXXXXXXX", "SCHEMA.tec_check_RUN_N", "tec-check-RUN-*", "never"):
         assert promise in text
 
 
@@ -472,3 +472,73 @@ def test_list_and_prune_draw_the_progress_line_on_a_terminal(
     assert cli.main(["prune", listed_store, "--retention", "0"]) == 0
     assert "\rpruning [" in terminal.getvalue()
     assert "delivered records examined" in terminal.getvalue()
+
+
+AT = "2026-01-01T00:00:00Z"
+
+
+def test_list_inspect_prune_and_check_store_reach_a_postgres_table_outside_public(
+    postgres_server: PostgresServer,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--schema and --table name where the records are; check-store's --schema is where
+    its new tables go (a role without CREATE on public can still vet the store)."""
+    url = postgres_server.url
+    with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+        admin.execute("CREATE SCHEMA IF NOT EXISTS ops")
+        admin.execute("GRANT USAGE, CREATE ON SCHEMA ops TO tec_app")
+    binding = Binding("user", "call-in-ops", "tool", "1", "sha256:0")
+    key = checkpoint_key(binding)
+    with PostgresStore(url, schema="ops", table="calls") as store:
+        assert store.create_if_absent(key, create_checkpoint(binding, created_at=AT))
+        kept = dict(store.get(key) or {})
+    where = ["--schema", "ops", "--table", "calls"]
+    assert cli.main(["list", url, "--format", "json", *where]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["key"], row["status"]) for row in rows] == [(key, "ready")]
+    assert cli.main(["list", url, "--format", "json"]) == 0  # public.tec_checkpoint
+    assert key not in capsys.readouterr().out
+    assert cli.main(["inspect", "--url", url, "--key", key, *where]) == 0
+    assert "valid: status=ready revision=1 decide=execute" in capsys.readouterr().out
+    assert cli.main(["prune", url, "--retention", "0", *where]) == 0
+    assert "pruned 0 delivered payloads" in capsys.readouterr().out
+    code = cli.main(["check-store", url, "--examples", EXAMPLES, "--schema", "ops"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"dropped the \d+ tables ops\.tec_check_[0-9a-f]{8}_N", out)
+    assert _scratch_tables(postgres_server) == []
+    with PostgresStore(url, schema="ops", table="calls") as store:
+        assert store.get(key) == kept
+
+
+def test_list_with_a_redis_prefix_reads_only_that_prefix(
+    redis_url: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _put_user_record(RedisStore.from_url(redis_url, prefix="cli-prefix:"))
+    key = checkpoint_key(_user_binding())
+    assert cli.main(["list", redis_url, "--format", "json", "--prefix", "cli-prefix:"]) == 0
+    assert [row["key"] for row in json.loads(capsys.readouterr().out)] == [key]
+    assert cli.main(["list", redis_url, "--format", "json", "--prefix", "cli-other:"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["list", "sqlite:///{dir}/s.db", "--table", "t"], "--table does not apply to a sqlite"),
+        (["prune", "sqlite:///{dir}/s.db", "--retention", "1", "--prefix", "p:"], "--prefix"),
+        (["list", "redis://127.0.0.1:9/0", "--schema", "s"], "--schema does not apply to a redis"),
+        (["inspect", "--schema", "s", "-"], "--schema needs --url"),
+        (["check-store", "sqlite:///{dir}/s.db", "--schema", "s"], "--schema applies to a"),
+        (["check-store", "tests.broken:nothing", "--schema", "s"], "--schema applies to a"),
+    ],
+)
+def test_a_store_option_the_url_does_not_take_is_a_usage_error(
+    arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main([argument.replace("{dir}", str(tmp_path)) for argument in arguments])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert list(tmp_path.iterdir()) == []  # refused before anything was opened

@@ -184,11 +184,25 @@ def _sqlite_path(url: str) -> Path:
     return Path(path)
 
 
+_LOCATION_OPTIONS: dict[str, tuple[str, ...]] = {
+    "sqlite": (),
+    **dict.fromkeys(("postgresql", "postgres"), ("schema", "table")),
+    **dict.fromkeys(("redis", "rediss", "unix"), ("prefix",)),
+}
+"""Per URL scheme, the store options that say where the records are, beyond the URL."""
+
+
 def open_store(url: str, **options: Any) -> Any:
     """Open the store a URL names: sqlite:///path, postgresql://..., redis://...
-    ``options`` go to the PostgreSQL or Redis store (``table=``, ``prefix=``). Nothing is
-    contacted but a SQLite file; a URL the store cannot parse is a usage error."""
+    ``options`` go to the PostgreSQL store (``schema=``, ``table=``) or the Redis store
+    (``prefix=``); one the URL's kind of store does not take is a usage error. Nothing
+    is contacted but a SQLite file; a URL the store cannot parse is a usage error."""
     scheme = _scheme(url)
+    allowed = _LOCATION_OPTIONS.get(scheme, ())
+    for name in options:
+        if scheme in _LOCATION_OPTIONS and name not in allowed:
+            flags = ", ".join(f"--{option}" for option in allowed) or "none of them"
+            raise _UsageError(f"--{name} does not apply to a {scheme} URL (it takes {flags})")
     try:
         if scheme == "sqlite":
             _sqlite_path(url)
@@ -213,11 +227,13 @@ def open_store(url: str, **options: Any) -> Any:
     raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
 
 
-def _inspect(source: str | None, url: str | None, key: str | None) -> int:
+def _inspect(source: str | None, url: str | None, key: str | None, location: dict[str, str]) -> int:
+    if url is None and location:
+        raise _UsageError(f"--{next(iter(location))} needs --url")
     if url is not None:
         if key is None:
             raise _UsageError("--url needs --key")
-        store = open_store(url)
+        store = open_store(url, **location)
         try:
             raw: Any = store.get(key)
         finally:
@@ -243,9 +259,11 @@ def _inspect(source: str | None, url: str | None, key: str | None) -> int:
     return 0
 
 
-def _list(url: str, statuses: list[str], older_than: float, form: str) -> int:
+def _list(
+    url: str, statuses: list[str], older_than: float, form: str, location: dict[str, str]
+) -> int:
     wanted = [Status(status) for status in statuses] or list(Status)
-    store = open_store(url)
+    store = open_store(url, **location)
     rows: list[RecordSummary] = []
     try:
         before = None
@@ -271,8 +289,8 @@ def _list(url: str, statuses: list[str], older_than: float, form: str) -> int:
     return 0
 
 
-def _prune(url: str, retention: float) -> int:
-    store = open_store(url)
+def _prune(url: str, retention: float, location: dict[str, str]) -> int:
+    store = open_store(url, **location)
     try:
         with Progress("pruning", unit="delivered records examined") as progress:
             pruned = prune_delivered(
@@ -303,9 +321,10 @@ The records already there are never read or written:
   sqlite:///dir/file.db  creates a directory dir/.tec-check-XXXXXXXX holding one new
                          file per store (check-N.db, with its -wal and -shm files) and
                          deletes it; file.db itself is never opened.
-  postgresql://...       creates one table per store, public.tec_check_RUN_N (with its
-                         index tec_check_RUN_N_status_updated), and drops each; the role
-                         needs CREATE on the public schema.
+  postgresql://...       creates one table per store, SCHEMA.tec_check_RUN_N (with its
+                         index tec_check_RUN_N_status_updated), and drops each; SCHEMA
+                         is --schema, public by default, and the role needs CREATE on
+                         it.
   redis://...            writes under one key prefix per store, tec-check-RUN-N:, and
                          deletes every key matching tec-check-RUN-* (SCAN, then UNLINK);
                          the store's Lua scripts stay in the server's script cache.
@@ -395,13 +414,19 @@ class _SQLiteScratch(_Scratch):
 
 
 class _PostgresScratch(_Scratch):
-    """A new table in the public schema per store."""
+    """A new table per store, in the schema given (public by default)."""
+
+    def __init__(self, url: str, schema: str) -> None:
+        super().__init__(url)
+        self.schema = schema
 
     def describe(self) -> str:
-        return f"each check gets a new table public.tec_check_{self.run}_N, dropped afterwards"
+        return (
+            f"each check gets a new table {self.schema}.tec_check_{self.run}_N, dropped afterwards"
+        )
 
     def _open(self, number: int) -> Any:
-        return open_store(self.url, table=f"tec_check_{self.run}_{number}")
+        return open_store(self.url, schema=self.schema, table=f"tec_check_{self.run}_{number}")
 
     def _remove(self) -> str:
         psycopg = importlib.import_module("psycopg")
@@ -410,15 +435,15 @@ class _PostgresScratch(_Scratch):
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as connection:
                 for table in tables:
-                    name = sql.Identifier("public", table)
+                    name = sql.Identifier(self.schema, table)
                     connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
         except psycopg.Error as error:
             raise StoreError(
-                f"could not drop the {len(tables)} tables public.tec_check_{self.run}_N "
+                f"could not drop the {len(tables)} tables {self.schema}.tec_check_{self.run}_N "
                 f"({type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}): drop them "
                 f"by hand"
             ) from None
-        return f"dropped the {len(tables)} tables public.tec_check_{self.run}_N"
+        return f"dropped the {len(tables)} tables {self.schema}.tec_check_{self.run}_N"
 
 
 class _RedisScratch(_Scratch):
@@ -457,12 +482,14 @@ class _RedisScratch(_Scratch):
         return f"deleted {removed} keys matching {pattern}"
 
 
-def _scratch_for(url: str) -> _Scratch:
+def _scratch_for(url: str, schema: str | None) -> _Scratch:
     scheme = _scheme(url)
+    if schema is not None and scheme not in ("postgresql", "postgres"):
+        raise _UsageError("--schema applies to a postgresql URL only")
     if scheme == "sqlite":
         return _SQLiteScratch(url)
     if scheme in ("postgresql", "postgres"):
-        return _PostgresScratch(url)
+        return _PostgresScratch(url, schema or "public")
     if scheme in ("redis", "rediss", "unix"):
         return _RedisScratch(url)
     raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
@@ -521,9 +548,9 @@ def _check_factory(factory: str, examples: int | None) -> int:
     return 5 if _run_checks(make_store, operable, examples, ()) else 0
 
 
-def _check_url(url: str, examples: int | None) -> int:
+def _check_url(url: str, examples: int | None, schema: str | None) -> int:
     _testing()
-    scratch = _scratch_for(url)
+    scratch = _scratch_for(url, schema)
     reached = False
     try:
         probe = scratch.make_store()  # a URL the store cannot parse fails here (exit 2)
@@ -544,9 +571,11 @@ def _check_url(url: str, examples: int | None) -> int:
     return 5 if failed else 0
 
 
-def _check_store(target: str, examples: int | None) -> int:
+def _check_store(target: str, examples: int | None, schema: str | None) -> int:
     if "://" in target:
-        return _check_url(target, examples)
+        return _check_url(target, examples, schema)
+    if schema is not None:
+        raise _UsageError("--schema applies to a postgresql URL only")
     return _check_factory(target, examples)
 
 
@@ -563,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="tool-checkpoint", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    places = where.add_argument_group("where the records are (default: the store's own)")
+    places.add_argument("--schema", help="PostgreSQL: the table's schema (public)")
+    places.add_argument("--table", help="PostgreSQL: the table (tec_checkpoint)")
+    places.add_argument("--prefix", help="Redis: the key prefix (tec:)")
     run_demo = commands.add_parser(
         "demo", help="the tool runs once, the POST fails, recovery delivers"
     )
@@ -571,7 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     show = commands.add_parser("spec", help="print the transition table")
     show.add_argument("--format", choices=["text", "markdown", "mermaid", "json"], default="text")
-    look = commands.add_parser("inspect", help="is a record valid, and what does decide say")
+    look = commands.add_parser(
+        "inspect", help="is a record valid, and what does decide say", parents=[where]
+    )
     look.add_argument("file", nargs="?", help="a JSON record file, or - for stdin")
     look.add_argument("--url", help="read the record from this store instead")
     look.add_argument("--key", help="the record's key in that store")
@@ -580,6 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="records by status and minimum age",
         description="List records by status and minimum age. Progress goes to stderr: a "
         "line redrawn in place on a terminal; elsewhere a plain line every 10 s at most.",
+        parents=[where],
     )
     listing.add_argument("url")
     listing.add_argument("--status", action="append", default=[], choices=[str(s) for s in Status])
@@ -590,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="drop old delivered payloads, keep tombstones",
         description="Drop the payloads of delivered records older than the retention, "
         "keeping each record as a tombstone. Progress goes to stderr as for list.",
+        parents=[where],
     )
     pruning.add_argument("url")
     pruning.add_argument("--retention", type=float, required=True, metavar="SECONDS")
@@ -601,23 +639,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     vet.add_argument("target", metavar="TARGET", help="module:callable, or a store URL")
     vet.add_argument("--examples", type=_positive, help="harness examples (default: the profile's)")
+    vet.add_argument("--schema", help="PostgreSQL URL: the schema for the new tables (public)")
     args = parser.parse_args(argv)
+    location = {
+        name: value
+        for name in ("schema", "table", "prefix")
+        if args.command in ("inspect", "list", "prune")
+        and (value := getattr(args, name)) is not None
+    }
     url = args.target if args.command == "check-store" else getattr(args, "url", None)
     hidden = url_secrets(url) if url else ()
     try:
         if args.command == "check-store":
-            return _check_store(args.target, args.examples)
+            return _check_store(args.target, args.examples, args.schema)
         if args.command == "demo":
             if args.path is not None:
                 return demo(args.path)
             with tempfile.TemporaryDirectory() as directory:
                 return demo(Path(directory) / "checkpoints.db")
         if args.command == "inspect":
-            return _inspect(args.file, args.url, args.key)
+            return _inspect(args.file, args.url, args.key, location)
         if args.command == "list":
-            return _list(args.url, args.status, args.older_than, args.format)
+            return _list(args.url, args.status, args.older_than, args.format, location)
         if args.command == "prune":
-            return _prune(args.url, args.retention)
+            return _prune(args.url, args.retention, location)
     except _UsageError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return 2
