@@ -1,11 +1,11 @@
 """The runner's whole lifecycle per call on each store, against the raw statements.
 
 The subject is one ``run_once(store, binding, tool, deliver)`` on a key of its own: create
-the record, read it and decide, claim the execution, run the tool (a 1 KiB result),
-store the result, claim the delivery, deliver, record the delivery: five writes,
-each its own durable commit on a durable store, and no read (a call reads only after a
-write it did not land). The baseline does the same
-reads and writes through the same driver with none of the library: plain dict records
+the record and decide on it, claim the execution, run the tool (a 1 KiB result), store
+the result, claim the delivery, deliver, record the delivery: five writes, each its own
+durable commit on a durable store, and no read (a call reads only after a write it did
+not land). The baseline does the same reads and writes through the same driver with
+none of the library: plain dict records
 encoded with ``json.dumps``, the statements sent raw (the very SQL or Lua scripts the
 store sends, on a connection or pool of the same size and the same durability):
 
@@ -24,10 +24,10 @@ records and checks, the store's argument checks and error mapping, and the runne
 
 Workloads: 1 worker (the figure is microseconds per call), 8 worker threads on distinct
 keys and 8 threads on one hot key per call (calls per second; on a hot key all 8 start
-the same call at once, one runs the tool, and a "call" is one key served; the raw
-losers stop at the first write they lose, the runner's losers decide again as the
-protocol says). Each round runs a batch on each side, in alternating order; the figures
-are medians over the rounds and the ratio is the median per-round ratio. Target: 1.15x.
+the same call at once, one runs the tool, and a "call" is one key served; a loser on
+either side reads the record after the write it lost, as the runner does). Each round
+runs a batch on each side, in alternating order; the figures are medians over the
+rounds and the ratio is the median per-round ratio. Target: 1.15x.
 
     python benchmarks/stores.py [--quick] [--stores memory,sqlite,postgres,redis] [--json PATH]
 """
@@ -238,10 +238,10 @@ def raw_lifecycle(
     deliver: Callable[[Any], None],
 ) -> bool:
     """The baseline: one call's reads and writes with dict records; False when another
-    worker won a write first (the raw side then stops)."""
+    worker won a write first. Like the runner, a landed write needs no read, and a lost
+    one reads what is there to see what the winner left (here: to check it and stop)."""
     at, us = _now()
     created = _record(binding, at)
-    # Like the runner: a landed insert needs no read; a lost one reads what is there.
     stored = created if raw.insert(key, created, _dumps(created), us) else raw.select(key)
     if stored is None or stored["binding"] != binding:
         raise AssertionError("the record is not there")
@@ -252,7 +252,7 @@ def raw_lifecycle(
     claim = {**stored, "revision": 2, "status": "executing", "updatedAt": at}
     claim["execution"] = execution
     if not raw.update(key, 1, claim, _dumps(claim), us):
-        return False
+        return _lost(raw, key, binding)
     payload = tool()
     at, us = _now()
     result = {"payload": payload, "completedAt": at, "prunedAt": None}
@@ -264,7 +264,7 @@ def raw_lifecycle(
     delivering = {**done, "revision": 4, "status": "delivering", "updatedAt": at}
     delivering["delivery"] = delivery
     if not raw.update(key, 3, delivering, _dumps(delivering), us):
-        return False
+        return _lost(raw, key, binding)
     deliver(payload)
     at, us = _now()
     delivered = {**delivering, "revision": 5, "status": "delivered", "updatedAt": at}
@@ -272,6 +272,14 @@ def raw_lifecycle(
     if not raw.update(key, 4, delivered, _dumps(delivered), us):
         raise AssertionError("the owner lost its delivery")
     return True
+
+
+def _lost(raw: Raw, key: str, binding: dict[str, str]) -> bool:
+    """After a lost write: read what the winner stored, as the runner does, and stop."""
+    stored = raw.select(key)
+    if stored is None or stored["binding"] != binding:
+        raise AssertionError("the record is not there")
+    return False
 
 
 # --- the measured batches ----------------------------------------------------------------
