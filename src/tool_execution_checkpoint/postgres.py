@@ -62,7 +62,7 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from time import monotonic
-from typing import Any, Literal
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -525,10 +525,82 @@ def _closed_error() -> StoreError:
     return StoreError("the store is closed")
 
 
+_PoolT = TypeVar("_PoolT", ConnectionPool[Any], AsyncConnectionPool[Any])
+
+
 # --- the synchronous store ---------------------------------------------------------------
 
 
-class PostgresStore:
+class _PostgresStoreBase(Generic[_PoolT]):
+    """What both stores take and check when they are built, and what they show: the
+    constructor, :meth:`from_url`, :meth:`schema_sql` and the repr. Nothing is sent."""
+
+    _POOL: ClassVar[type[Any]]
+    """The pool class: ConnectionPool or AsyncConnectionPool."""
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | _PoolT,
+        *,
+        table: str = "tec_checkpoint",
+        schema: str = "public",
+        connect_timeout: float = 5.0,
+        min_size: int = 1,
+        max_size: int = 10,
+        create_table: bool = True,
+        durable: bool = True,
+    ) -> None:
+        self._sql = _Sql(
+            _check_name(schema, _SCHEMA_NAME, "schema", 63),
+            _check_name(table, _TABLE_NAME, "table", 48),
+        )
+        self._timeout = _check_timeout(connect_timeout)
+        min_size, max_size = _check_sizes(min_size, max_size)
+        self._create_table = bool(create_table)
+        self._durable = bool(durable)
+        self._ready = False
+        self._closed = False
+        self._pool: _PoolT
+        if isinstance(conninfo_or_pool, self._POOL):
+            self._pool = conninfo_or_pool
+            self._owns_pool = False
+            pool_conninfo = conninfo_or_pool.conninfo
+            self._target = _Target.parse(pool_conninfo) if type(pool_conninfo) is str else None
+            self._attempts = (conninfo_or_pool.max_size or 1) + 1
+        else:
+            self._target = _Target.parse(conninfo_or_pool)
+            self._owns_pool = True
+            self._pool = self._POOL(
+                self._target.conninfo,
+                kwargs=_connect_kwargs(self._target, self._timeout),
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                timeout=self._timeout,
+                name=_APPLICATION_NAME,
+            )
+            self._attempts = max_size + 1
+        self._make_setup_lock()
+
+    def _make_setup_lock(self) -> None:
+        """Make the lock that guards setting up the table and closing, if the store's
+        kind needs one now (the asyncio store makes its own on first use)."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """A store owning a pool on ``url`` (``postgresql://user:password@host:port/db``);
+        ``options`` are the constructor's keyword arguments."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(table={self._sql.schema}.{self._sql.table})"
+
+    def schema_sql(self) -> str:
+        """The DDL that first use runs when the table is missing, for a DBA to run."""
+        return self._sql.schema_sql()
+
+
+class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
     """An :class:`~tool_execution_checkpoint.store.OperableCheckpointStore` in a PostgreSQL
     table, over a psycopg_pool :class:`~psycopg_pool.ConnectionPool`. Thread-safe.
 
@@ -552,62 +624,10 @@ class PostgresStore:
         CheckpointError: INVALID_ARGUMENT for a bad argument, before anything is sent.
     """
 
-    def __init__(
-        self,
-        conninfo_or_pool: str | ConnectionPool[Any],
-        *,
-        table: str = "tec_checkpoint",
-        schema: str = "public",
-        connect_timeout: float = 5.0,
-        min_size: int = 1,
-        max_size: int = 10,
-        create_table: bool = True,
-        durable: bool = True,
-    ) -> None:
-        self._sql = _Sql(
-            _check_name(schema, _SCHEMA_NAME, "schema", 63),
-            _check_name(table, _TABLE_NAME, "table", 48),
-        )
-        self._timeout = _check_timeout(connect_timeout)
-        min_size, max_size = _check_sizes(min_size, max_size)
-        self._create_table = bool(create_table)
-        self._durable = bool(durable)
-        self._ready = False
-        self._closed = False
+    _POOL = ConnectionPool
+
+    def _make_setup_lock(self) -> None:
         self._setup_lock = threading.Lock()
-        self._pool: ConnectionPool[Any]
-        if isinstance(conninfo_or_pool, ConnectionPool):
-            self._pool = conninfo_or_pool
-            self._owns_pool = False
-            pool_conninfo = conninfo_or_pool.conninfo
-            self._target = _Target.parse(pool_conninfo) if type(pool_conninfo) is str else None
-            self._attempts = (conninfo_or_pool.max_size or 1) + 1
-        else:
-            self._target = _Target.parse(conninfo_or_pool)
-            self._owns_pool = True
-            self._pool = ConnectionPool(
-                self._target.conninfo,
-                kwargs=_connect_kwargs(self._target, self._timeout),
-                min_size=min_size,
-                max_size=max_size,
-                open=False,
-                timeout=self._timeout,
-                name=_APPLICATION_NAME,
-            )
-            self._attempts = max_size + 1
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> PostgresStore:
-        """A store owning a pool on ``url`` (``postgresql://user:password@host:port/db``);
-        ``options`` are the constructor's keyword arguments."""
-        return cls(url, **options)
-
-    def __repr__(self) -> str:
-        return f"PostgresStore(table={self._sql.schema}.{self._sql.table})"
-
-    def schema_sql(self) -> str:
-        """The DDL that first use runs when the table is missing, for a DBA to run."""
-        return self._sql.schema_sql()
 
     # --- connections ----------------------------------------------------------------------
 
@@ -822,68 +842,14 @@ def open_store(url: str) -> PostgresStore:
 # --- the asyncio store -------------------------------------------------------------------
 
 
-class AsyncPostgresStore:
+class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
     """The asyncio twin of :class:`PostgresStore`, over psycopg_pool's
     :class:`~psycopg_pool.AsyncConnectionPool`, with the same arguments, contract and
     errors. Its operations are coroutines; close it with :meth:`aclose`. Use it from one
     event loop: the one its first operation runs on (its pool lives there)."""
 
-    def __init__(
-        self,
-        conninfo_or_pool: str | AsyncConnectionPool[Any],
-        *,
-        table: str = "tec_checkpoint",
-        schema: str = "public",
-        connect_timeout: float = 5.0,
-        min_size: int = 1,
-        max_size: int = 10,
-        create_table: bool = True,
-        durable: bool = True,
-    ) -> None:
-        self._sql = _Sql(
-            _check_name(schema, _SCHEMA_NAME, "schema", 63),
-            _check_name(table, _TABLE_NAME, "table", 48),
-        )
-        self._timeout = _check_timeout(connect_timeout)
-        min_size, max_size = _check_sizes(min_size, max_size)
-        self._create_table = bool(create_table)
-        self._durable = bool(durable)
-        self._ready = False
-        self._closed = False
-        self._setup_lock: asyncio.Lock | None = None
-        self._pool: AsyncConnectionPool[Any]
-        if isinstance(conninfo_or_pool, AsyncConnectionPool):
-            self._pool = conninfo_or_pool
-            self._owns_pool = False
-            pool_conninfo = conninfo_or_pool.conninfo
-            self._target = _Target.parse(pool_conninfo) if type(pool_conninfo) is str else None
-            self._attempts = (conninfo_or_pool.max_size or 1) + 1
-        else:
-            self._target = _Target.parse(conninfo_or_pool)
-            self._owns_pool = True
-            self._pool = AsyncConnectionPool(
-                self._target.conninfo,
-                kwargs=_connect_kwargs(self._target, self._timeout),
-                min_size=min_size,
-                max_size=max_size,
-                open=False,
-                timeout=self._timeout,
-                name=_APPLICATION_NAME,
-            )
-            self._attempts = max_size + 1
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> AsyncPostgresStore:
-        """A store owning a pool on ``url``; ``options`` are the constructor's keyword
-        arguments."""
-        return cls(url, **options)
-
-    def __repr__(self) -> str:
-        return f"AsyncPostgresStore(table={self._sql.schema}.{self._sql.table})"
-
-    def schema_sql(self) -> str:
-        """The DDL that first use runs when the table is missing, for a DBA to run."""
-        return self._sql.schema_sql()
+    _POOL = AsyncConnectionPool
+    _setup_lock: asyncio.Lock | None = None  # made on first use, in the store's loop
 
     # --- connections ----------------------------------------------------------------------
 
