@@ -40,7 +40,7 @@ import os
 import warnings
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 import redis
 import redis.asyncio
@@ -729,10 +729,70 @@ def _check_url(value: object) -> str:
     return value
 
 
+_ClientT = TypeVar("_ClientT", redis.Redis, redis.asyncio.Redis)
+
+
+class _RedisStoreBase(Generic[_ClientT]):
+    """What both stores take and show: the constructor, :meth:`from_url`, the prefix,
+    the client and the repr. Nothing is contacted."""
+
+    _CLIENT: ClassVar[type[Any]]
+    """The client class: redis.Redis or redis.asyncio.Redis."""
+    _pool: Any
+
+    @staticmethod
+    def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> _ClientT:
+        """A client of the store's kind on ``url``, owned by the store."""
+        raise NotImplementedError
+
+    def __init__(self, client_or_url: _ClientT | str, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self._layout = _Layout(prefix)
+        self._client: _ClientT
+        if isinstance(client_or_url, self._CLIENT):
+            self._client = client_or_url
+            self._owns_client = False
+        else:
+            url = _check_url(client_or_url)
+            self._client = self._new_client(url, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
+            self._owns_client = True
+        self._pool = self._client.connection_pool
+        self._where = _where(self._pool.connection_kwargs)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> Self:
+        """A store on a client built from ``url`` (``redis://``, ``rediss://`` or
+        ``unix://``), owned by the store. Nothing is contacted until the first call."""
+        store = cls(
+            cls._new_client(_check_url(url), socket_timeout, connect_timeout), prefix=prefix
+        )
+        store._owns_client = True
+        return store
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of every key the store writes."""
+        return self._layout.prefix
+
+    @property
+    def client(self) -> _ClientT:
+        """The redis-py client the store uses."""
+        return self._client
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._where}, prefix={self._layout.prefix!r})"
+
+
 # --- the synchronous store ------------------------------------------------------------------
 
 
-class RedisStore:
+class RedisStore(_RedisStoreBase[redis.Redis]):
     """A checkpoint store on a Redis server, over a synchronous redis-py client.
 
     ``RedisStore(client_or_url, *, prefix="tec:")`` takes a ``redis.Redis`` client (the
@@ -782,46 +842,12 @@ class RedisStore:
     of which neither begins the other.
     """
 
-    def __init__(self, client_or_url: redis.Redis | str, *, prefix: str = DEFAULT_PREFIX) -> None:
-        self._layout = _Layout(prefix)
-        if isinstance(client_or_url, redis.Redis):
-            self._client = client_or_url
-            self._owns_client = False
-        else:
-            url = _check_url(client_or_url)
-            self._client = _sync_client(url, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
-            self._owns_client = True
-        self._pool = cast(_SyncPool, self._client.connection_pool)
-        self._where = _where(self._pool.connection_kwargs)
+    _CLIENT = redis.Redis
+    _pool: _SyncPool
 
-    @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    ) -> RedisStore:
-        """A store on a client built from ``url`` (``redis://``, ``rediss://`` or
-        ``unix://``), owned by the store. Nothing is contacted until the first call."""
-        client = _sync_client(_check_url(url), socket_timeout, connect_timeout)
-        store = cls(client, prefix=prefix)
-        store._owns_client = True
-        return store
-
-    @property
-    def prefix(self) -> str:
-        """The prefix of every key the store writes."""
-        return self._layout.prefix
-
-    @property
-    def client(self) -> redis.Redis:
-        """The redis-py client the store uses."""
-        return self._client
-
-    def __repr__(self) -> str:
-        return f"RedisStore({self._where}, prefix={self._layout.prefix!r})"
+    @staticmethod
+    def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> redis.Redis:
+        return _sync_client(url, socket_timeout, connect_timeout)
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
@@ -949,7 +975,7 @@ def _exchange(connection: _SyncConnection, request: _Request) -> object:
 # --- the asyncio store ----------------------------------------------------------------------
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
     """The asyncio twin of :class:`RedisStore`, over ``redis.asyncio``: the same layout,
     scripts, errors and guarantees, as coroutines. Use it from one event loop.
     ``aclose()`` closes a client the store built. Cancelling a write after it was sent
@@ -962,47 +988,12 @@ class AsyncRedisStore:
     writes. :meth:`check_durability` checks the settings.
     """
 
-    def __init__(
-        self, client_or_url: redis.asyncio.Redis | str, *, prefix: str = DEFAULT_PREFIX
-    ) -> None:
-        self._layout = _Layout(prefix)
-        if isinstance(client_or_url, redis.asyncio.Redis):
-            self._client = client_or_url
-            self._owns_client = False
-        else:
-            url = _check_url(client_or_url)
-            self._client = _async_client(url, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
-            self._owns_client = True
-        self._pool = cast(_AsyncPool, self._client.connection_pool)
-        self._where = _where(self._pool.connection_kwargs)
+    _CLIENT = redis.asyncio.Redis
+    _pool: _AsyncPool
 
-    @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    ) -> AsyncRedisStore:
-        """A store on an asyncio client built from ``url``, owned by the store."""
-        client = _async_client(_check_url(url), socket_timeout, connect_timeout)
-        store = cls(client, prefix=prefix)
-        store._owns_client = True
-        return store
-
-    @property
-    def prefix(self) -> str:
-        """The prefix of every key the store writes."""
-        return self._layout.prefix
-
-    @property
-    def client(self) -> redis.asyncio.Redis:
-        """The redis-py asyncio client the store uses."""
-        return self._client
-
-    def __repr__(self) -> str:
-        return f"AsyncRedisStore({self._where}, prefix={self._layout.prefix!r})"
+    @staticmethod
+    def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:
+        return _async_client(url, socket_timeout, connect_timeout)
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`RedisStore.create_if_absent`."""
