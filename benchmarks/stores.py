@@ -534,27 +534,29 @@ def measure_store(
                 "runner_calls_per_second": round(paired.per_second("runner"), 1),
                 "raw_calls_per_second": round(paired.per_second("raw"), 1),
                 "ratio": round(paired.ratios["runner"], 3),
+                "added_us_per_call": round(paired.us("runner") - paired.us("raw"), 1),
                 "contracts_enabled": CONTRACTS_ENABLED,
             }
     return results
 
 
-def single_worker_without_contracts(
-    quick: bool, stores: Sequence[str], rounds: int
-) -> dict[str, Any]:
-    """The 1-worker workload on each store in a fresh interpreter with the core's
-    contracts off (``TOOL_CHECKPOINT_CONTRACTS=0``; they are read at import)."""
+def single_worker_without_contracts(quick: bool, store: str, rounds: int) -> dict[str, Any]:
+    """The 1-worker workload on ``store`` in a fresh interpreter with the core's contracts
+    off (``TOOL_CHECKPOINT_CONTRACTS=0``; they are read at import)."""
     with tempfile.TemporaryDirectory(prefix="tec-bench-unchecked-") as name:
         output = Path(name) / "results.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--stores", ",".join(stores)]
+        command = [sys.executable, str(Path(__file__).resolve()), "--stores", store]
         command += ["--single-worker", "--rounds", str(rounds), "--json", str(output)]
         command += ["--quick"] if quick else []
         environment = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "0"}
-        subprocess.run(command, env=environment, capture_output=True, check=True, timeout=1200)
-        details: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))["stores"]
-    for store in stores:
-        if details[store][SINGLE[0]]["contracts_enabled"] is not False:
-            raise RuntimeError("the contracts were on in the contracts-off run")
+        done = subprocess.run(
+            command, env=environment, capture_output=True, text=True, check=False, timeout=1200
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the contracts-off run failed:\n{done.stderr}")
+        details: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))["stores"][store]
+    if details[SINGLE[0]]["contracts_enabled"] is not False:
+        raise RuntimeError("the contracts were on in the contracts-off run")
     return details
 
 
@@ -583,11 +585,17 @@ def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[F
 def run(quick: bool = False, stores: Sequence[str] = STORES) -> tuple[list[Figure], dict[str, Any]]:
     """Every workload with the contracts on (the default), then the 1-worker workload
     with them off, in a subprocess: each store's rows, then its contracts-off row."""
+    if not CONTRACTS_ENABLED:
+        raise RuntimeError(
+            "the contracts-on rows need the contracts on (no -O, no TOOL_CHECKPOINT_CONTRACTS=0)"
+        )
     rounds = 3 if quick else 9
-    details = {store: measure_store(store, quick, rounds) for store in stores}
-    unchecked = single_worker_without_contracts(quick, stores, rounds)
+    details: dict[str, Any] = {}
+    unchecked: dict[str, Any] = {}
     figures = []
-    for store in stores:
+    for store in stores:  # the contracts-off run right after its store's, to drift less
+        details[store] = measure_store(store, quick, rounds)
+        unchecked[store] = single_worker_without_contracts(quick, store, rounds)
         figures += figures_for(store, details[store])
         figures += figures_for(store, unchecked[store], ", contracts off")
     return figures, {"contracts_on": details, "contracts_off": unchecked}

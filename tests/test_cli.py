@@ -532,6 +532,8 @@ def test_list_with_a_redis_prefix_reads_only_that_prefix(
         (["inspect", "--schema", "s", "-"], "--schema needs --url"),
         (["check-store", "sqlite:///{dir}/s.db", "--schema", "s"], "--schema applies to a"),
         (["check-store", "tests.broken:nothing", "--schema", "s"], "--schema applies to a"),
+        (["check-store", "postgresql://u:pw@127.0.0.1:9/x", "--schema", ""], "INVALID_ARGUMENT"),
+        (["list", "postgresql://u:pw@127.0.0.1:9/x", "--schema", ""], "INVALID_ARGUMENT"),
     ],
 )
 def test_a_store_option_the_url_does_not_take_is_a_usage_error(

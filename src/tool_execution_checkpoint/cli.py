@@ -201,8 +201,8 @@ def open_store(url: str, **options: Any) -> Any:
     allowed = _LOCATION_OPTIONS.get(scheme, ())
     for name in options:
         if scheme in _LOCATION_OPTIONS and name not in allowed:
-            flags = ", ".join(f"--{option}" for option in allowed) or "none of them"
-            raise _UsageError(f"--{name} does not apply to a {scheme} URL (it takes {flags})")
+            takes = ", ".join(f"--{option}" for option in allowed) or "no such option"
+            raise _UsageError(f"--{name} does not apply to a {scheme} URL (it takes {takes})")
     try:
         if scheme == "sqlite":
             _sqlite_path(url)
@@ -489,7 +489,7 @@ def _scratch_for(url: str, schema: str | None) -> _Scratch:
     if scheme == "sqlite":
         return _SQLiteScratch(url)
     if scheme in ("postgresql", "postgres"):
-        return _PostgresScratch(url, schema or "public")
+        return _PostgresScratch(url, "public" if schema is None else schema)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisScratch(url)
     raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
