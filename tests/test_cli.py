@@ -528,7 +528,10 @@ def test_list_with_a_redis_prefix_reads_only_that_prefix(
     [
         (["list", "sqlite:///{dir}/s.db", "--table", "t"], "--table does not apply to a sqlite"),
         (["prune", "sqlite:///{dir}/s.db", "--retention", "1", "--prefix", "p:"], "--prefix"),
-        (["list", "redis://127.0.0.1:9/0", "--schema", "s"], "--schema does not apply to a redis"),
+        (
+            ["list", "redis://127.0.0.1:9/0", "--schema", "s"],
+            "--schema does not apply to a redis URL (it takes --prefix)",
+        ),
         (["inspect", "--schema", "s", "-"], "--schema needs --url"),
         (["check-store", "sqlite:///{dir}/s.db", "--schema", "s"], "--schema applies to a"),
         (["check-store", "tests.broken:nothing", "--schema", "s"], "--schema applies to a"),

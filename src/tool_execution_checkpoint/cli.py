@@ -201,8 +201,9 @@ def open_store(url: str, **options: Any) -> Any:
     allowed = _LOCATION_OPTIONS.get(scheme, ())
     for name in options:
         if scheme in _LOCATION_OPTIONS and name not in allowed:
-            takes = ", ".join(f"--{option}" for option in allowed) or "no such option"
-            raise _UsageError(f"--{name} does not apply to a {scheme} URL (it takes {takes})")
+            takes = ", ".join(f"--{option}" for option in allowed)
+            hint = f" (it takes {takes})" if takes else ""
+            raise _UsageError(f"--{name} does not apply to a {scheme} URL{hint}")
     try:
         if scheme == "sqlite":
             _sqlite_path(url)
