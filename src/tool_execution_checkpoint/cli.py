@@ -485,8 +485,6 @@ class _RedisScratch(_Scratch):
 
 def _scratch_for(url: str, schema: str | None) -> _Scratch:
     scheme = _scheme(url)
-    if schema is not None and scheme not in ("postgresql", "postgres"):
-        raise _UsageError("--schema applies to a postgresql URL only")
     if scheme == "sqlite":
         return _SQLiteScratch(url)
     if scheme in ("postgresql", "postgres"):
@@ -573,10 +571,10 @@ def _check_url(url: str, examples: int | None, schema: str | None) -> int:
 
 
 def _check_store(target: str, examples: int | None, schema: str | None) -> int:
+    if schema is not None and "schema" not in _LOCATION_OPTIONS.get(_scheme(target), ()):
+        raise _UsageError("--schema applies to a postgresql URL only")
     if "://" in target:
         return _check_url(target, examples, schema)
-    if schema is not None:
-        raise _UsageError("--schema applies to a postgresql URL only")
     return _check_factory(target, examples)
 
 
