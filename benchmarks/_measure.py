@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ __all__ = [
     "paired_rounds",
     "per_call",
     "print_table",
+    "run_with_contracts",
     "threaded",
     "write_json",
 ]
@@ -238,6 +240,25 @@ def write_json(path: str | Path, figures: Sequence[Figure], extra: Mapping[str, 
         **extra,
     }
     Path(path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def run_with_contracts(contracts: bool, command: Sequence[str], timeout: float) -> str:
+    """Run ``command`` (a benchmark running itself as a worker) in a fresh interpreter
+    with the core's contracts on or off (``TOOL_CHECKPOINT_CONTRACTS``; they are read at
+    import) and return its stdout; raise RuntimeError with its stderr if it fails."""
+    environment = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "1" if contracts else "0"}
+    done = subprocess.run(
+        [sys.executable, *command],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        setting = "on" if contracts else "off"
+        raise RuntimeError(f"the run with contracts {setting} failed:\n{done.stderr}")
+    return done.stdout
 
 
 def calibrate(run: Callable[[], object], seconds: float) -> int:

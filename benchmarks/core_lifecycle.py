@@ -19,15 +19,21 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import icontract
-from _measure import Figure, calibrate, compare, paired_rounds, per_call, print_table, write_json
+from _measure import (
+    Figure,
+    calibrate,
+    compare,
+    paired_rounds,
+    per_call,
+    print_table,
+    run_with_contracts,
+    write_json,
+)
 
 from tool_execution_checkpoint import (
     Action,
@@ -207,20 +213,9 @@ def measure(rounds: int, seconds: float) -> dict[str, Any]:
 
 def in_subprocess(contracts: bool, rounds: int, seconds: float) -> dict[str, Any]:
     """Run :func:`measure` in a fresh interpreter with contracts on or off."""
-    environment = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "1" if contracts else "0"}
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        "--rounds",
-        str(rounds),
-        "--seconds",
-        str(seconds),
-    ]
-    done = subprocess.run(
-        command, env=environment, capture_output=True, text=True, check=True, timeout=600
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
+    command = [str(Path(__file__).resolve()), "--worker", "--rounds", str(rounds)]
+    command += ["--seconds", str(seconds)]
+    result: dict[str, Any] = json.loads(run_with_contracts(contracts, command, timeout=600))
     if result["contracts_enabled"] is not contracts:
         raise RuntimeError(f"contracts were {result['contracts_enabled']}, not {contracts}")
     return result

@@ -39,9 +39,7 @@ import contextlib
 import functools
 import itertools
 import json
-import os
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,7 +52,15 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import redis
-from _measure import Figure, compare, paired_rounds, print_table, threaded, write_json
+from _measure import (
+    Figure,
+    compare,
+    paired_rounds,
+    print_table,
+    run_with_contracts,
+    threaded,
+    write_json,
+)
 from psycopg_pool import ConnectionPool
 
 from tool_execution_checkpoint import (
@@ -545,15 +551,10 @@ def single_worker_without_contracts(quick: bool, store: str, rounds: int) -> dic
     off (``TOOL_CHECKPOINT_CONTRACTS=0``; they are read at import)."""
     with tempfile.TemporaryDirectory(prefix="tec-bench-unchecked-") as name:
         output = Path(name) / "results.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--stores", store]
+        command = [str(Path(__file__).resolve()), "--stores", store]
         command += ["--single-worker", "--rounds", str(rounds), "--json", str(output)]
         command += ["--quick"] if quick else []
-        environment = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "0"}
-        done = subprocess.run(
-            command, env=environment, capture_output=True, text=True, check=False, timeout=1200
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"the contracts-off run failed:\n{done.stderr}")
+        run_with_contracts(False, command, timeout=1200)
         details: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))["stores"][store]
     if details[SINGLE[0]]["contracts_enabled"] is not False:
         raise RuntimeError("the contracts were on in the contracts-off run")
