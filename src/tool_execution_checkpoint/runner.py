@@ -1,30 +1,51 @@
-"""run_once and run_once_async: the host protocol done right in one call, on any store.
+"""The host protocol, written once: a sans-I/O step machine and the drivers that run it.
 
-It creates the checkpoint if absent, decides, claims, runs the tool only after its claim's
-compare-and-swap was confirmed, stores the exact result, claims the delivery, delivers the
-stored payload and records the outcome. Every write whose outcome is unknown is resolved by
-reading the record back (the next record carries this call's own attempt or delivery id,
-so the read is exact); a write that did not land sends the call back to decide. Nothing
-is ever done on an unconfirmed swap.
+:class:`HostProtocol` is the whole of what a host does for one tool call, as data in,
+data out. Its :meth:`~HostProtocol.start` and :meth:`~HostProtocol.step` map ``(state,
+answer)`` to ``(request, next state)``: each request is one thing to do (create the
+record, read it, swap it, run the tool, deliver, sleep) and the driver sends back what
+happened. The state, :class:`CallState`, is an explicit, hashable value: the call's
+phase, the last record it knows to be stored, the write in flight and its counters.
+Which handler takes an answer is read off :data:`HANDLERS`, one entry per phase.
 
-The protocol is written once, without I/O, as a generator of requests; ``run_once`` and
-``run_once_async`` only perform them.
+:func:`run_once` and :func:`run_once_async` drive it on a real store; the harness in
+:mod:`tool_execution_checkpoint.testing` drives it one request per rule, and
+``proofs/explore.py`` drives it exhaustively. No other copy of the host's decisions
+exists.
+
+The rules it follows:
+
+- The tool runs only after this call's execution claim is known to have landed. A write
+  whose reply was lost is resolved by reading the record back: the next record carries
+  this call's own attempt or delivery id, so equality with it is exact.
+- A tool that raises :class:`ToolOutcomeUnknown`, is cancelled (any ``BaseException``
+  that is not an ``Exception``: ``asyncio.CancelledError``, ``KeyboardInterrupt``) or
+  raises one of the host's ``pass_through`` types marks the execution uncertain; the
+  cancellation and the pass-through exception are re-raised after the mark. Any other
+  exception is a handler error: ``on_tool_error(error)`` is stored and delivered.
+- A delivery is released for a later resend only when the send is known not to have
+  happened: ``deliver`` raised one of ``not_sent`` (by default :class:`DeliveryNotSent`
+  and ``ConnectionRefusedError``). Any other exception leaves the record delivering and
+  the call answers ``needs-delivery-reconciliation``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import inspect
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
-from .errors import CheckpointError
-from .records import Binding, Checkpoint
+from .errors import CheckpointError, ErrorCode
+from .records import Binding, Checkpoint, Result
 from .store import AsyncCheckpointStore, CheckpointStore, StoreError, checkpoint_key
-from .table import TABLE, Action
+from .table import TABLE, Action, Status
 from .transitions import (
     Transition,
     claim_delivery,
@@ -38,14 +59,43 @@ from .transitions import (
 )
 from .validation import JSONValue
 
-__all__ = ["RunOutcome", "RunStatus", "default_error_payload", "run_once", "run_once_async"]
+__all__ = [
+    "DEFAULT_NOT_SENT",
+    "HANDLERS",
+    "CallState",
+    "Create",
+    "Deliver",
+    "DeliveryNotSent",
+    "Get",
+    "HostProtocol",
+    "Phase",
+    "Raised",
+    "Request",
+    "Returned",
+    "RunOutcome",
+    "RunStatus",
+    "RunTool",
+    "Sleep",
+    "StoreFault",
+    "Swap",
+    "ToolOutcomeUnknown",
+    "default_error_payload",
+    "run_once",
+    "run_once_async",
+]
 
 LOGGER = logging.getLogger("tool_execution_checkpoint")
-_ROUNDS = 4
+
+ROUNDS = 4
+"""How many times one call decides (or finds no record, or cannot read) before it
+answers store-unavailable."""
+
+RETRIES = 3
+"""How many times one call resends or reads back a write whose outcome it does not know."""
 
 
 class RunStatus(enum.StrEnum):
-    """What :func:`run_once` did."""
+    """How a call ended."""
 
     EXECUTED_AND_DELIVERED = "executed-and-delivered"
     """The tool ran here, its result was stored and delivered."""
@@ -54,17 +104,19 @@ class RunStatus(enum.StrEnum):
     ALREADY_DELIVERED = "already-delivered"
     """Nothing was left to do."""
     DELIVERY_FAILED = "delivery-failed"
-    """The send failed and the claim was released: a later call delivers the same
-    stored payload without running the tool."""
+    """The send is known not to have happened and the claim was released: a later call
+    delivers the same stored payload without running the tool."""
     NEEDS_EXECUTION_RECONCILIATION = "needs-execution-reconciliation"
     """The record is executing or uncertain: another worker may still be running the
-    tool, or it died; only once it is known to be gone may someone find out whether the
-    effect happened and complete the record. Nothing will run the tool again."""
+    tool, or it died, or this call could not tell or store what the tool did. Only once
+    the owner is known to be gone may someone find out whether the effect happened and
+    complete the record. Nothing will run the tool again."""
     NEEDS_DELIVERY_RECONCILIATION = "needs-delivery-reconciliation"
     """A delivery is claimed and its outcome unknown: another worker may be sending, or
-    this call sent but could not record it."""
+    this call's send may or may not have arrived, or it arrived and could not be
+    recorded."""
     LOST_TO_ANOTHER_WORKER = "lost-to-another-worker"
-    """Another worker claimed the execution or the delivery first."""
+    """Another worker's claim landed where this call's did not."""
     STORE_UNAVAILABLE = "store-unavailable"
     """The store failed too often to finish; call again later (the record says what
     remains, and nothing is done twice)."""
@@ -72,12 +124,60 @@ class RunStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """The result of :func:`run_once`: its status, whether the tool ran in this call, and
-    the last record this call saw (None if it could not read one)."""
+    """How one call ended.
+
+    Attributes:
+        status: What happened.
+        ran_tool: Whether the tool was called in this call.
+        record: The last record this call wrote (and knows landed) or read; None if it
+            knows of none.
+        reason: Why, where the status alone does not say it: the tool error's type, the
+            error code of a result that could not be stored, the uncertainty's reason,
+            the type of a send's failure. Never a payload or an exception's message.
+    """
 
     status: RunStatus
     ran_tool: bool
     record: Checkpoint | None
+    reason: str | None = None
+
+    @property
+    def has_payload(self) -> bool:
+        """Whether :attr:`record` holds a stored, unpruned result to hand back."""
+        record = self.record
+        return record is not None and record.result is not None and record.result.pruned_at is None
+
+    @property
+    def payload(self) -> JSONValue:
+        """The stored result's exact payload (see :attr:`has_payload`; None otherwise)."""
+        record = self.record
+        if record is None or record.result is None or record.result.pruned_at is not None:
+            return None
+        return record.result.payload
+
+
+class ToolOutcomeUnknown(Exception):
+    """Raised by a tool that cannot tell whether its effect happened (a timeout after
+    the request left, say). The execution is marked uncertain with ``reason``; nothing
+    is stored as a result and nothing runs the tool again.
+
+    Args:
+        reason: Why, for the operator: 1 to 1,024 characters, no control characters
+            (another reason is stored in its place otherwise). Never a secret.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DeliveryNotSent(Exception):
+    """Raised by ``deliver`` when the send is known not to have happened (the request
+    was refused before it left). The delivery claim is released for a later resend."""
+
+
+DEFAULT_NOT_SENT: tuple[type[BaseException], ...] = (DeliveryNotSent, ConnectionRefusedError)
+"""The exceptions from ``deliver`` that mean "not sent" unless the host passes others."""
 
 
 def default_error_payload(error: Exception) -> JSONValue:
@@ -91,324 +191,795 @@ def _now() -> str:
 
 
 def _new_id() -> str:
-    """A fresh claim id: 128 random bits as 32 hex digits."""
+    """A fresh call token: 128 random bits as 32 hex digits."""
     return secrets.token_hex(16)
 
 
-# --- the protocol, without I/O ---------------------------------------------------------
-#
-# _protocol is a generator: it yields what it needs done (a store operation, the tool
-# call, the delivery) and is sent the answer; a driver does the I/O, synchronously
-# (run_once) or with asyncio (run_once_async). Store failures come back as the exception.
+# --- requests and answers ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class _Create:
+class Create:
+    """Create ``record`` if no record is stored. Answer: True, False or StoreFault."""
+
     record: Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
-class _Get:
-    pass
+class Get:
+    """Read the stored record. Answer: the record (a Checkpoint or the raw mapping), None,
+    or StoreFault."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Swap:
+class Swap:
+    """Compare-and-swap ``transition``. Answer: True, False or StoreFault."""
+
     transition: Transition
 
 
 @dataclass(frozen=True, slots=True)
-class _RunTool:
-    pass
+class RunTool:
+    """Run the tool. Answer: Returned or Raised."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Deliver:
-    payload: JSONValue
+class Deliver:
+    """Send ``result.payload``. Answer: None once sent, or Raised."""
 
-
-_Request = _Create | _Get | _Swap | _RunTool | _Deliver
-_Protocol = Generator[_Request, Any, RunOutcome]
+    result: Result
 
 
 @dataclass(frozen=True, slots=True)
-class _Options:
-    binding: Binding
-    on_tool_error: Callable[[Exception], JSONValue]
-    clock: Callable[[], str]
-    new_id: Callable[[], str]
-    limit: int
-    logger: logging.Logger
+class Sleep:
+    """Wait ``seconds`` before reading again. Answer: None."""
 
-    def log(self, event: str, record: Checkpoint | None) -> None:
-        if not self.logger.isEnabledFor(logging.INFO):
-            return
-        status = record.status.value if record is not None else "absent"
-        revision = record.revision if record is not None else 0
-        self.logger.info(
-            "%s call_id=%s status=%s revision=%d",
-            event,
-            self.binding.call_id,
-            status,
-            revision,
-        )
+    seconds: float
 
 
-def _load(options: _Options) -> Generator[_Request, Any, Checkpoint | None]:
-    raw = yield _Get()
-    if raw is None or isinstance(raw, StoreError):
-        return None
-    return decide_checkpoint(raw, options.binding, max_payload_bytes=options.limit).checkpoint
+Request: TypeAlias = Create | Get | Swap | RunTool | Deliver | Sleep
 
 
-def _swap(transition: Transition) -> Generator[_Request, Any, bool]:
-    """Write ``transition.next``; True only once it is known to have landed (an unknown
-    outcome is resolved by reading back: the record carries this call's own fence)."""
-    answer = yield _Swap(transition)
-    if not isinstance(answer, StoreError):
-        return bool(answer)
-    stored = yield _Get()
-    return (
-        stored is not None
-        and not isinstance(stored, StoreError)
-        and (dict(stored) == transition.next.to_dict())
-    )
+@dataclass(frozen=True, slots=True)
+class StoreFault:
+    """The store raised StoreError: a write may or may not have been applied."""
 
 
-def _protocol(options: _Options) -> _Protocol:
-    created = create_checkpoint(options.binding, created_at=options.clock())
-    inserted = yield _Create(created)
-    # The record this call knows to be stored, so it need not read it back: the one it
-    # created, or the one its last swap landed. A stale guess only costs a lost CAS.
-    known: Checkpoint | None = created if inserted is True else None
-    ran = lost = False
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The tool returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The tool or the delivery raised ``error``."""
+
+    error: BaseException
+
+
+# --- the state ---------------------------------------------------------------------------
+
+
+class Phase(enum.Enum):
+    """What the call's last request was, so what its answer means."""
+
+    CREATE = "create the record if absent"
+    LOAD = "read the record"
+    WAIT = "wait for a call in flight"
+    CLAIM = "swap the execution claim"
+    RUN = "run the tool"
+    STORE = "swap the result"
+    MARK = "swap the execution uncertain"
+    CLAIM_DELIVERY = "swap the delivery claim"
+    SEND = "send the stored payload"
+    FINISH = "swap the delivery done"
+    RELEASE = "swap the delivery released"
+    CONFIRM = "read back a write of unknown outcome"
+    DONE = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class CallState:
+    """Everything one call knows, as a hashable value.
+
+    Attributes:
+        phase: What the last request was.
+        token: The call's random token; its claim ids are ``token.N``.
+        record: The last record this call knows to be stored (it wrote it and saw it
+            land, or read it).
+        pending: The write in flight (during CONFIRM: the one being read back).
+        writing: During CONFIRM, the phase of the write being read back.
+        claims: How many claim ids this call has made.
+        ran: Whether the tool was called.
+        lost: Whether a claim of this call did not land.
+        rounds: Decisions, absent records and failed reads so far.
+        retries: Resends and read-backs of the current write so far.
+        polls: Waits for a call in flight so far.
+        reason: The reason the outcome will carry.
+        reraise: Whether the driver re-raises what the tool or the delivery raised.
+    """
+
+    phase: Phase
+    token: str
     record: Checkpoint | None = None
-    for _ in range(_ROUNDS):
-        record = known if known is not None else (yield from _load(options))
-        known = None
-        if record is None:
-            continue
+    pending: Transition | None = None
+    writing: Phase | None = None
+    claims: int = 0
+    ran: bool = False
+    lost: bool = False
+    rounds: int = 0
+    retries: int = 0
+    polls: int = 0
+    reason: str | None = None
+    reraise: bool = False
+
+    def claim_id(self) -> str:
+        """The id of the claim this call makes next."""
+        return f"{self.token}.{self.claims + 1}"
+
+    def owns(self, claim_id: str | None) -> bool:
+        """Whether ``claim_id`` is one this call made."""
+        return claim_id is not None and claim_id.startswith(self.token + ".")
+
+    def holds(self, record: Checkpoint) -> bool:
+        """Whether this call is still going and made the claim ``record`` carries (so the
+        tool may be running, or a send may be under way, on its behalf)."""
+        if self.phase is Phase.DONE:
+            return False
+        if record.delivery is not None:
+            return self.owns(record.delivery.delivery_id)
+        return record.execution is not None and self.owns(record.execution.attempt_id)
+
+
+Step: TypeAlias = tuple[Request | RunOutcome, CallState]
+
+
+# --- the machine -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostProtocol:
+    """The host protocol for one binding, without I/O.
+
+    Attributes:
+        binding: The call's binding.
+        on_tool_error: The payload stored when the tool raises a handler error.
+        not_sent: Exceptions from ``deliver`` that mean the send did not happen.
+        pass_through: Exceptions from the tool that are the framework's control flow,
+            not a result: the execution is marked uncertain and they are re-raised.
+        clock: Now, as an RFC 3339 string.
+        max_payload_bytes: The payload limit used for every record.
+        polls: How many times a call that finds the record executing under another
+            attempt waits and reads again (0: it answers at once).
+        poll_seconds: How long each wait is.
+    """
+
+    binding: Binding
+    on_tool_error: Callable[[Exception], JSONValue] = default_error_payload
+    not_sent: tuple[type[BaseException], ...] = DEFAULT_NOT_SENT
+    pass_through: tuple[type[BaseException], ...] = ()
+    clock: Callable[[], str] = _now
+    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
+    polls: int = 0
+    poll_seconds: float = 0.0
+
+    def start(self, token: str) -> Step:
+        """The first request of a call whose claim ids start with ``token``."""
+        record = create_checkpoint(self.binding, created_at=self.clock())
+        return Create(record), CallState(Phase.CREATE, token, pending=_creation(record))
+
+    def step(self, state: CallState, answer: Any) -> Step:
+        """Take the answer to the state's last request; return what to do next.
+
+        Raises:
+            CheckpointError: BINDING_CONFLICT when the stored record belongs to another
+                binding, and any error of the stored record's validation.
+        """
+        handler: Callable[[HostProtocol, CallState, Any], Step] = HANDLERS[state.phase]
+        return handler(self, state, answer)
+
+    # --- reading and deciding ---------------------------------------------------------
+
+    def after_create(self, state: CallState, answer: Any) -> Step:
+        if answer is True:
+            assert state.pending is not None
+            return self.decide(replace(state, pending=None), state.pending.next)
+        return self.load(replace(state, pending=None))
+
+    def load(self, state: CallState) -> Step:
+        """Read the record, unless this call has used up its rounds."""
+        if state.rounds >= ROUNDS + self.polls:
+            return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the store did not answer")
+        return Get(), replace(state, phase=Phase.LOAD)
+
+    def after_load(self, state: CallState, answer: Any) -> Step:
+        if isinstance(answer, StoreFault):
+            return self.load(replace(state, rounds=state.rounds + 1))
+        if answer is None:  # nothing stored: create it (again)
+            if state.rounds + 1 >= ROUNDS + self.polls:
+                return self.finish(state, RunStatus.STORE_UNAVAILABLE, "no record could be made")
+            return self.start_over(replace(state, rounds=state.rounds + 1))
+        return self.decide(state, self.read(answer))
+
+    def start_over(self, state: CallState) -> Step:
+        request, fresh = self.start(state.token)
+        assert isinstance(request, Create)
+        return request, replace(state, phase=Phase.CREATE, pending=fresh.pending)
+
+    def read(self, answer: Any) -> Checkpoint:
+        """The record a read returned, validated and checked against the binding."""
+        return decide_checkpoint(
+            answer, self.binding, max_payload_bytes=self.max_payload_bytes
+        ).checkpoint
+
+    def decide(self, state: CallState, record: Checkpoint) -> Step:
+        """What the record says to do next."""
+        state = replace(state, record=record, rounds=state.rounds + 1, retries=0)
+        if state.rounds > ROUNDS + self.polls:
+            return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the record kept moving")
         action = TABLE.statuses[record.status].action
-        options.log("decided " + action, record)
         if action is Action.EXECUTE:
             claim = claim_execution(
                 record,
-                attempt_id=options.new_id(),
-                at=options.clock(),
-                max_payload_bytes=options.limit,
+                attempt_id=state.claim_id(),
+                at=self.clock(),
+                max_payload_bytes=self.max_payload_bytes,
             )
-            if not (yield from _swap(claim)):
-                lost = True
-                continue  # not landed: decide again (another worker may have won)
-            ran = True
-            stored = yield from _execute(options, claim)
-            if not isinstance(stored, Checkpoint):
-                return RunOutcome(stored, ran, claim.next)
-            known = stored
-            continue
+            return self.write(replace(state, claims=state.claims + 1), Phase.CLAIM, claim)
         if action is Action.DELIVER:
-            delivered = yield from _deliver(options, record, ran)
-            if delivered is not None:
-                return delivered
-            lost = True
-            continue  # the delivery claim did not land: decide again
+            claim = claim_delivery(
+                record,
+                delivery_id=state.claim_id(),
+                at=self.clock(),
+                max_payload_bytes=self.max_payload_bytes,
+            )
+            return self.write(replace(state, claims=state.claims + 1), Phase.CLAIM_DELIVERY, claim)
         if action is Action.NONE:
-            return RunOutcome(RunStatus.ALREADY_DELIVERED, ran, record)
-        if lost or ran:  # another worker holds the claim this call did not win
-            return RunOutcome(RunStatus.LOST_TO_ANOTHER_WORKER, ran, record)
-        if action is Action.RECONCILE_EXECUTION:
-            return RunOutcome(RunStatus.NEEDS_EXECUTION_RECONCILIATION, ran, record)
-        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, record)
-    return RunOutcome(RunStatus.STORE_UNAVAILABLE, ran, record)
+            return self.finish(state, RunStatus.ALREADY_DELIVERED)
+        if record.status is Status.EXECUTING and not state.ran and state.polls < self.polls:
+            return Sleep(self.poll_seconds), replace(state, phase=Phase.WAIT, polls=state.polls + 1)
+        if state.lost or state.ran:  # another worker holds a claim this call did not win
+            return self.finish(state, RunStatus.LOST_TO_ANOTHER_WORKER)
+        if action is Action.RECONCILE_DELIVERY:
+            return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION)
+        uncertain = record.execution.uncertain if record.execution is not None else None
+        reason = uncertain.reason if uncertain is not None else None
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, reason)
 
+    def after_wait(self, state: CallState, answer: Any) -> Step:
+        del answer
+        return self.load(state)
 
-def _execute(
-    options: _Options, claim: Transition
-) -> Generator[_Request, Any, Checkpoint | RunStatus]:
-    """Run the tool once and store its result: the stored record, or how the call ends."""
-    assert claim.next.execution is not None
-    attempt = claim.next.execution.attempt_id
-    options.log("running the tool", claim.next)
-    result = yield _RunTool()
-    if isinstance(result, _ToolFailed):
-        result = options.on_tool_error(result.error)
-    try:
-        done = complete_execution(
-            claim.next,
-            attempt_id=attempt,
-            at=options.clock(),
-            result=result,
-            max_payload_bytes=options.limit,
+    # --- writing ------------------------------------------------------------------------
+
+    def write(
+        self, state: CallState, phase: Phase, transition: Transition, *, resend: bool = False
+    ) -> Step:
+        """Swap ``transition``; its answer goes to ``phase``'s handler."""
+        retries = state.retries if resend else 0
+        return Swap(transition), replace(
+            state, phase=phase, pending=transition, writing=None, retries=retries
         )
-    except CheckpointError as error:
-        reason = f"the tool's result could not be stored: {error.code}"
-        doubt = mark_execution_uncertain(
-            claim.next, attempt_id=attempt, at=options.clock(), reason=reason
+
+    def confirm(self, state: CallState) -> Step:
+        """Read back the pending write, unless this call has read back too often."""
+        writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
+        assert writing is not None
+        if state.retries >= RETRIES:
+            return UNSETTLED[writing](self, replace(state, phase=writing, writing=None))
+        return Get(), replace(
+            state, phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
         )
-        yield from _swap(doubt)
-        options.log("result refused; marked uncertain", doubt.next)
-        return RunStatus.NEEDS_EXECUTION_RECONCILIATION
-    for _ in range(_ROUNDS):
-        if (yield from _swap(done)):
-            options.log("stored the result", done.next)
-            return done.next
-    options.log("could not store the result", claim.next)
-    return RunStatus.NEEDS_EXECUTION_RECONCILIATION
 
+    def after_confirm(self, state: CallState, answer: Any) -> Step:
+        assert state.pending is not None
+        assert state.writing is not None
+        writing = replace(state, phase=state.writing, writing=None)
+        if isinstance(answer, StoreFault):
+            return self.confirm(state)
+        stored = None if answer is None else self.read(answer)
+        if stored == state.pending.next:
+            return LANDED[state.writing](self, writing)
+        if stored is not None and stored == state.record and state.writing in RESENDABLE:
+            # still the record it was written over: the write did not land; send it again
+            return self.write(writing, state.writing, state.pending, resend=True)
+        return NOT_LANDED[state.writing](self, writing, stored)
 
-def _deliver(
-    options: _Options, record: Checkpoint, ran: bool
-) -> Generator[_Request, Any, RunOutcome | None]:
-    """Claim the delivery, send, record the outcome; None when the claim did not land."""
-    delivery_id = options.new_id()
-    claim = claim_delivery(
-        record, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
-    )
-    if not (yield from _swap(claim)):
-        return None
-    assert claim.next.result is not None
-    sent = yield _Deliver(claim.next.result.payload)
-    if isinstance(sent, _ToolFailed):  # a known failure to send: release, deliver later
-        release = release_delivery(
-            claim.next, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
+    def after_write(self, state: CallState, answer: Any) -> Step:
+        if isinstance(answer, StoreFault):
+            return self.confirm(state)
+        if answer is True:
+            return LANDED[state.phase](self, state)
+        return NOT_LANDED[state.phase](self, state, None)
+
+    # --- the execution ------------------------------------------------------------------
+
+    def claim_landed(self, state: CallState) -> Step:
+        assert state.pending is not None
+        return RunTool(), replace(state, phase=Phase.RUN, record=state.pending.next, ran=True)
+
+    def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        before, state = state.record, replace(state, pending=None)
+        if stored is None:
+            return self.load(replace(state, lost=True))
+        execution = stored.execution
+        mine = execution is not None and state.owns(execution.attempt_id)
+        # A claim of this call that landed and has moved on since is not another
+        # worker's: decide on what it became, without acting on the claim. A record
+        # read back unchanged lost to nobody: decide on it afresh.
+        return self.decide(replace(state, lost=not mine and stored != before), stored)
+
+    def claim_unsettled(self, state: CallState) -> Step:
+        return self.finish(
+            state, RunStatus.STORE_UNAVAILABLE, "could not tell whether the claim landed"
         )
-        released = yield from _swap(release)
-        options.log("delivery failed; released" if released else "delivery failed", claim.next)
-        if released:
-            return RunOutcome(RunStatus.DELIVERY_FAILED, ran, release.next)
-        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, claim.next)
-    finish = complete_delivery(
-        claim.next, delivery_id=delivery_id, at=options.clock(), max_payload_bytes=options.limit
-    )
-    if not (yield from _swap(finish)):
-        options.log("delivered, but could not record it", claim.next)
-        return RunOutcome(RunStatus.NEEDS_DELIVERY_RECONCILIATION, ran, claim.next)
-    options.log("delivered", finish.next)
-    status = RunStatus.EXECUTED_AND_DELIVERED if ran else RunStatus.DELIVERED_STORED_RESULT
-    return RunOutcome(status, ran, finish.next)
+
+    def after_run(self, state: CallState, answer: Any) -> Step:
+        if isinstance(answer, Returned):
+            return self.store_result(state, answer.value, None)
+        assert isinstance(answer, Raised)
+        error = answer.error
+        name = type(error).__name__
+        if isinstance(error, ToolOutcomeUnknown):
+            return self.mark(state, error.reason, reraise=False)
+        if isinstance(error, self.pass_through):
+            return self.mark(state, f"passed through: {name}", reraise=True)
+        if not isinstance(error, Exception):
+            return self.mark(state, "cancelled", reraise=True)
+        return self.store_result(state, self.on_tool_error(error), f"the tool raised {name}")
+
+    def store_result(self, state: CallState, result: Any, reason: str | None) -> Step:
+        record = state.record
+        assert record is not None
+        assert record.execution is not None
+        try:
+            done = complete_execution(
+                record,
+                attempt_id=record.execution.attempt_id,
+                at=self.clock(),
+                result=result,
+                max_payload_bytes=self.max_payload_bytes,
+            )
+        except CheckpointError as error:
+            why = f"the tool's result could not be stored: {error.code.value}"
+            return self.mark(state, why, reraise=False)
+        return self.write(replace(state, reason=reason), Phase.STORE, done)
+
+    def mark(self, state: CallState, reason: str, *, reraise: bool) -> Step:
+        record = state.record
+        assert record is not None
+        assert record.execution is not None
+        attempt, at = record.execution.attempt_id, self.clock()
+        try:
+            doubt = mark_execution_uncertain(record, attempt_id=attempt, at=at, reason=reason)
+        except CheckpointError:  # the tool's own reason was not a valid reason
+            reason = "the tool said its outcome is unknown (its reason could not be stored)"
+            doubt = mark_execution_uncertain(record, attempt_id=attempt, at=at, reason=reason)
+        return self.write(replace(state, reason=reason, reraise=reraise), Phase.MARK, doubt)
+
+    def stored(self, state: CallState) -> Step:
+        assert state.pending is not None
+        return self.decide(replace(state, pending=None), state.pending.next)
+
+    def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        # Only an operator moves a claim this call holds: go by what it did.
+        state = replace(state, pending=None)
+        return self.decide(state, stored) if stored is not None else self.load(state)
+
+    def store_unsettled(self, state: CallState) -> Step:
+        return self.finish(
+            state,
+            RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+            "the tool ran but its result could not be stored",
+        )
+
+    def marked(self, state: CallState) -> Step:
+        assert state.pending is not None
+        state = replace(state, record=state.pending.next, pending=None)
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
+
+    def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        if stored is not None:
+            state = replace(state, record=stored)
+        return self.finish(replace(state, pending=None), RunStatus.NEEDS_EXECUTION_RECONCILIATION)
+
+    def mark_unsettled(self, state: CallState) -> Step:
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
+
+    # --- the delivery -------------------------------------------------------------------
+
+    def delivery_claimed(self, state: CallState) -> Step:
+        assert state.pending is not None
+        record = state.pending.next
+        assert record.result is not None
+        return Deliver(record.result), replace(state, phase=Phase.SEND, record=record)
+
+    def delivery_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        before, state = state.record, replace(state, pending=None)
+        if stored is None:
+            return self.load(replace(state, lost=True))
+        delivery = stored.delivery
+        mine = delivery is not None and state.owns(delivery.delivery_id)
+        return self.decide(replace(state, lost=not mine and stored != before), stored)
+
+    def after_send(self, state: CallState, answer: Any) -> Step:
+        record = state.record
+        assert record is not None
+        assert record.delivery is not None
+        delivery_id, at = record.delivery.delivery_id, self.clock()
+        limit = self.max_payload_bytes
+        if answer is None:
+            finish = complete_delivery(
+                record, delivery_id=delivery_id, at=at, max_payload_bytes=limit
+            )
+            return self.write(state, Phase.FINISH, finish)
+        assert isinstance(answer, Raised)
+        error = answer.error
+        name = type(error).__name__
+        if isinstance(error, self.not_sent):
+            release = release_delivery(
+                record, delivery_id=delivery_id, at=at, max_payload_bytes=limit
+            )
+            return self.write(replace(state, reason=f"not sent: {name}"), Phase.RELEASE, release)
+        state = replace(state, reraise=not isinstance(error, Exception))
+        return self.finish(
+            state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, f"the send's outcome is unknown: {name}"
+        )
+
+    def delivered(self, state: CallState) -> Step:
+        assert state.pending is not None
+        state = replace(state, record=state.pending.next, pending=None)
+        done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
+        return self.finish(state, done, state.reason)
+
+    def released(self, state: CallState) -> Step:
+        assert state.pending is not None
+        state = replace(state, record=state.pending.next, pending=None)
+        return self.finish(state, RunStatus.DELIVERY_FAILED, state.reason)
+
+    def finish_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        if stored is not None:
+            state = replace(state, record=stored)
+        return self.finish(
+            replace(state, pending=None),
+            RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+            "the record moved under this call's delivery",
+        )
+
+    def finish_unsettled(self, state: CallState) -> Step:
+        sent = state.phase is Phase.FINISH
+        why = "sent, but it could not be recorded" if sent else "not sent, and not released"
+        return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, why)
+
+    # --- the end ------------------------------------------------------------------------
+
+    def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
+        outcome = RunOutcome(status, state.ran, state.record, reason)
+        return outcome, replace(state, phase=Phase.DONE, reason=reason)
+
+    def after_done(self, state: CallState, answer: Any) -> Step:
+        del state, answer
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "the call is finished", field="state")
 
 
-@dataclass(frozen=True, slots=True)
-class _ToolFailed:
-    """What a driver sends back when the tool or the delivery raised."""
+def _creation(record: Checkpoint) -> Transition:
+    """The create request as a write from revision 0, so every write is pending alike."""
+    return Transition(Action.NONE, 0, record)
 
-    error: Exception
+
+HANDLERS: Mapping[Phase, Callable[[HostProtocol, CallState, Any], Step]] = {
+    Phase.CREATE: HostProtocol.after_create,
+    Phase.LOAD: HostProtocol.after_load,
+    Phase.WAIT: HostProtocol.after_wait,
+    Phase.CLAIM: HostProtocol.after_write,
+    Phase.RUN: HostProtocol.after_run,
+    Phase.STORE: HostProtocol.after_write,
+    Phase.MARK: HostProtocol.after_write,
+    Phase.CLAIM_DELIVERY: HostProtocol.after_write,
+    Phase.SEND: HostProtocol.after_send,
+    Phase.FINISH: HostProtocol.after_write,
+    Phase.RELEASE: HostProtocol.after_write,
+    Phase.CONFIRM: HostProtocol.after_confirm,
+    Phase.DONE: HostProtocol.after_done,
+}
+"""Which handler takes the answer to a phase's request."""
+
+LANDED: Mapping[Phase, Callable[[HostProtocol, CallState], Step]] = {
+    Phase.CLAIM: HostProtocol.claim_landed,
+    Phase.STORE: HostProtocol.stored,
+    Phase.MARK: HostProtocol.marked,
+    Phase.CLAIM_DELIVERY: HostProtocol.delivery_claimed,
+    Phase.FINISH: HostProtocol.delivered,
+    Phase.RELEASE: HostProtocol.released,
+}
+"""What a write's phase does once the write is known to have landed."""
+
+NOT_LANDED: Mapping[Phase, Callable[[HostProtocol, CallState, Checkpoint | None], Step]] = {
+    Phase.CLAIM: HostProtocol.claim_not_landed,
+    Phase.STORE: HostProtocol.store_not_landed,
+    Phase.MARK: HostProtocol.mark_not_landed,
+    Phase.CLAIM_DELIVERY: HostProtocol.delivery_not_landed,
+    Phase.FINISH: HostProtocol.finish_not_landed,
+    Phase.RELEASE: HostProtocol.finish_not_landed,
+}
+"""What a write's phase does once the write is known not to have landed (with the
+record read back, when it was read back)."""
+
+UNSETTLED: Mapping[Phase, Callable[[HostProtocol, CallState], Step]] = {
+    Phase.CLAIM: HostProtocol.claim_unsettled,
+    Phase.STORE: HostProtocol.store_unsettled,
+    Phase.MARK: HostProtocol.mark_unsettled,
+    Phase.CLAIM_DELIVERY: HostProtocol.claim_unsettled,
+    Phase.FINISH: HostProtocol.finish_unsettled,
+    Phase.RELEASE: HostProtocol.finish_unsettled,
+}
+"""What a write's phase does when its outcome stays unknown after every read-back."""
+
+RESENDABLE = frozenset({Phase.STORE, Phase.MARK, Phase.FINISH, Phase.RELEASE})
+"""Writes over a claim this call holds: read back unchanged, they are sent again (a
+claim read back unchanged was lost to nobody, but is decided afresh instead)."""
 
 
 # --- the drivers -------------------------------------------------------------------------
+
+
+def _protocol(
+    binding: Binding,
+    *,
+    on_tool_error: Callable[[Exception], JSONValue],
+    not_sent: tuple[type[BaseException], ...],
+    pass_through: tuple[type[BaseException], ...],
+    clock: Callable[[], str],
+    max_payload_bytes: int,
+    wait_seconds: float,
+    poll_seconds: float,
+) -> HostProtocol:
+    if not isinstance(binding, Binding):
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
+    for name, seconds in (("wait_seconds", wait_seconds), ("poll_seconds", poll_seconds)):
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "must be a number of seconds >= 0", field=name
+            )
+    if wait_seconds and not poll_seconds:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be > 0 when wait_seconds is", field="poll_seconds"
+        )
+    polls = int(-(-wait_seconds // poll_seconds)) if wait_seconds else 0
+    return HostProtocol(
+        binding,
+        on_tool_error,
+        tuple(not_sent),
+        tuple(pass_through),
+        clock,
+        max_payload_bytes,
+        polls,
+        float(poll_seconds),
+    )
+
+
+def _log(logger: logging.Logger, binding: Binding, state: CallState) -> None:
+    record = state.record
+    logger.info(
+        "%s call_id=%s status=%s revision=%d",
+        state.phase.value,
+        binding.call_id,
+        record.status.value if record is not None else "absent",
+        record.revision if record is not None else 0,
+    )
+
+
+def _refuse_async(store: object, tool: object, deliver: object) -> None:
+    """run_once cannot await: refuse async parts before anything runs."""
+    parts = {
+        "store": getattr(store, "compare_and_swap", None),
+        "tool": tool,
+        "deliver": deliver,
+    }
+    for name, part in parts.items():
+        if inspect.iscoroutinefunction(part) or inspect.iscoroutinefunction(
+            getattr(part, "__call__", None)  # noqa: B004 - a callable object's method
+        ):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "is async: run_once cannot await it (use run_once_async)",
+                field=name,
+            )
 
 
 def run_once(
     store: CheckpointStore,
     binding: Binding,
     tool: Callable[[], Any],
-    deliver: Callable[[JSONValue], None],
+    deliver: Callable[[JSONValue], object],
     *,
     key: str | None = None,
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
+    not_sent: tuple[type[BaseException], ...] = DEFAULT_NOT_SENT,
+    pass_through: tuple[type[BaseException], ...] = (),
+    wait_seconds: float = 0.0,
+    poll_seconds: float = 0.1,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     logger: logging.Logger = LOGGER,
 ) -> RunOutcome:
-    """Run ``tool`` at most once for ``binding`` and deliver its exact result.
+    """Run ``tool`` at most once for ``binding`` and deliver its exact stored result.
 
-    ``tool()`` is called only after this call's claim was confirmed. If it raises, the
-    payload ``on_tool_error(exception)`` is stored and delivered like a success. A result
-    that is not plain JSON or is over ``max_payload_bytes`` marks the execution uncertain
-    (the reason names the error code), never a rerun. ``deliver(payload)`` sends the
-    stored payload; if it raises, the delivery claim is released and the exception is not
-    re-raised (the outcome says DELIVERY_FAILED). Logs carry the call id, status and
-    revision, never a payload.
+    ``tool()`` is called only after this call's claim was confirmed. What it returns is
+    stored and ``deliver(payload)`` sends it; the outcome says what happened (see
+    :class:`RunStatus`) and carries the stored payload for every status that has one.
+    The module docstring lists what the tool's and the delivery's exceptions do.
+
+    Args:
+        store: A synchronous store (an async one is refused).
+        binding: The call's binding.
+        tool: Called with no arguments, at most once.
+        deliver: Called with the stored payload. Raising one of ``not_sent`` releases the
+            claim for a later resend; any other exception leaves the delivery to
+            reconcile.
+        key: The store key (default: :func:`checkpoint_key` of the binding).
+        on_tool_error: The payload stored and delivered when the tool raises a handler
+            error (default: the exception's type only).
+        not_sent: The exceptions from ``deliver`` that mean the send did not happen.
+        pass_through: The tool's exceptions that are the framework's control flow: the
+            execution is marked uncertain with reason ``passed through: <type>`` and the
+            exception is re-raised.
+        wait_seconds: How long a call that finds another attempt executing waits for it
+            to finish, reading every ``poll_seconds`` (default 0: answer at once).
+        poll_seconds: See ``wait_seconds``.
+        clock: Now, as an RFC 3339 string.
+        new_id: A fresh random token per call; claim ids are ``token.N``.
+        max_payload_bytes: The payload limit for every record of this call.
+        logger: Gets the call id, phase, status and revision, never a payload.
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding, and any error of the stored record's validation.
+            binding; INVALID_ARGUMENT for an async store, tool or deliver, or a bad
+            option; any error of the stored record's validation.
+        BaseException: A cancellation or a ``pass_through`` exception from the tool,
+            after the execution was marked uncertain, and a cancellation of ``deliver``.
     """
-    options = _Options(binding, on_tool_error, clock, new_id, max_payload_bytes, logger)
+    _refuse_async(store, tool, deliver)
+    protocol = _protocol(
+        binding,
+        on_tool_error=on_tool_error,
+        not_sent=not_sent,
+        pass_through=pass_through,
+        clock=clock,
+        max_payload_bytes=max_payload_bytes,
+        wait_seconds=wait_seconds,
+        poll_seconds=poll_seconds,
+    )
     where = key or checkpoint_key(binding)
-    protocol = _protocol(options)
-    answer: Any = None
-    try:
-        while True:
-            request = protocol.send(answer)
-            answer = _perform(store, where, request, tool, deliver)
-    except StopIteration as finished:
-        outcome: RunOutcome = finished.value
-        return outcome
+    logs = logger.isEnabledFor(logging.INFO)
+    request, state = protocol.start(new_id())
+    caught: BaseException | None = None
+    while not isinstance(request, RunOutcome):
+        answer: Any
+        if isinstance(request, RunTool | Deliver):
+            try:
+                value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
+            except BaseException as error:  # every end of the tool or the send is an answer
+                caught, answer = error, Raised(error)
+            else:
+                answer = _sync_answer(request, value)
+        elif isinstance(request, Sleep):
+            time.sleep(request.seconds)
+            answer = None
+        else:
+            answer = _store_answer(store, where, request)
+        request, state = protocol.step(state, answer)
+        if logs:
+            _log(logger, binding, state)
+    if state.reraise and caught is not None:
+        raise caught
+    return request
 
 
-def _perform(
-    store: CheckpointStore,
-    key: str,
-    request: _Request,
-    tool: Callable[[], Any],
-    deliver: Callable[[JSONValue], None],
-) -> Any:
+def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
+    """What a sync tool or deliver returned; an awaitable (an async callable that the
+    up-front check could not see) did not run: refused as not run or not sent."""
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()
+        if isinstance(request, RunTool):
+            return Raised(
+                ToolOutcomeUnknown("the tool returned an awaitable run_once cannot await")
+            )
+        return Raised(DeliveryNotSent())
+    return Returned(value) if isinstance(request, RunTool) else None
+
+
+def _store_answer(store: CheckpointStore, key: str, request: Request) -> Any:
     try:
-        if isinstance(request, _Create):
+        if isinstance(request, Create):
             return store.create_if_absent(key, request.record)
-        if isinstance(request, _Get):
+        if isinstance(request, Get):
             return store.get(key)
-        if isinstance(request, _Swap):
-            step = request.transition
-            return store.compare_and_swap(key, step.expected_revision, step.next)
-    except StoreError as error:
-        return error
-    try:
-        return tool() if isinstance(request, _RunTool) else deliver(request.payload)
-    except Exception as error:  # the tool's or the delivery's failure is an answer
-        return _ToolFailed(error)
+        assert isinstance(request, Swap)
+        step = request.transition
+        return store.compare_and_swap(key, step.expected_revision, step.next)
+    except StoreError:
+        return StoreFault()
 
 
 async def run_once_async(
-    store: AsyncCheckpointStore,
+    store: AsyncCheckpointStore | CheckpointStore,
     binding: Binding,
-    tool: Callable[[], Awaitable[Any]],
-    deliver: Callable[[JSONValue], Awaitable[None]],
+    tool: Callable[[], Awaitable[Any] | Any],
+    deliver: Callable[[JSONValue], Awaitable[object] | object],
     *,
     key: str | None = None,
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
+    not_sent: tuple[type[BaseException], ...] = DEFAULT_NOT_SENT,
+    pass_through: tuple[type[BaseException], ...] = (),
+    wait_seconds: float = 0.0,
+    poll_seconds: float = 0.1,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     logger: logging.Logger = LOGGER,
 ) -> RunOutcome:
-    """The asyncio twin of :func:`run_once`: the same protocol, the same outcomes, on an
-    :class:`AsyncCheckpointStore` with an async ``tool`` and ``deliver``."""
-    options = _Options(binding, on_tool_error, clock, new_id, max_payload_bytes, logger)
+    """The asyncio driver of the same protocol, with the same arguments and outcomes as
+    :func:`run_once`. The store, ``tool`` and ``deliver`` may each be async or sync: what
+    they return is awaited when it is awaitable. A cancellation while the tool runs marks
+    the execution uncertain (reason ``cancelled``) while the store still answers, then
+    propagates."""
+    protocol = _protocol(
+        binding,
+        on_tool_error=on_tool_error,
+        not_sent=not_sent,
+        pass_through=pass_through,
+        clock=clock,
+        max_payload_bytes=max_payload_bytes,
+        wait_seconds=wait_seconds,
+        poll_seconds=poll_seconds,
+    )
     where = key or checkpoint_key(binding)
-    protocol = _protocol(options)
-    answer: Any = None
-    try:
-        while True:
-            request = protocol.send(answer)
-            answer = await _perform_async(store, where, request, tool, deliver)
-    except StopIteration as finished:
-        outcome: RunOutcome = finished.value
-        return outcome
+    logs = logger.isEnabledFor(logging.INFO)
+    request, state = protocol.start(new_id())
+    caught: BaseException | None = None
+    while not isinstance(request, RunOutcome):
+        answer: Any
+        if isinstance(request, RunTool | Deliver):
+            try:
+                value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
+                if inspect.isawaitable(value):
+                    value = await value
+            except BaseException as error:  # every end of the tool or the send is an answer
+                caught, answer = error, Raised(error)
+            else:
+                answer = Returned(value) if isinstance(request, RunTool) else None
+        elif isinstance(request, Sleep):
+            await asyncio.sleep(request.seconds)
+            answer = None
+        else:
+            answer = await _store_answer_async(store, where, request)
+        request, state = protocol.step(state, answer)
+        if logs:
+            _log(logger, binding, state)
+    if state.reraise and caught is not None:
+        raise caught
+    return request
 
 
-async def _perform_async(
-    store: AsyncCheckpointStore,
-    key: str,
-    request: _Request,
-    tool: Callable[[], Awaitable[Any]],
-    deliver: Callable[[JSONValue], Awaitable[None]],
+async def _store_answer_async(
+    store: AsyncCheckpointStore | CheckpointStore, key: str, request: Request
 ) -> Any:
     try:
-        if isinstance(request, _Create):
-            return await store.create_if_absent(key, request.record)
-        if isinstance(request, _Get):
-            return await store.get(key)
-        if isinstance(request, _Swap):
+        answer: Any
+        if isinstance(request, Create):
+            answer = store.create_if_absent(key, request.record)
+        elif isinstance(request, Get):
+            answer = store.get(key)
+        else:
+            assert isinstance(request, Swap)
             step = request.transition
-            return await store.compare_and_swap(key, step.expected_revision, step.next)
-    except StoreError as error:
-        return error
-    try:
-        if isinstance(request, _RunTool):
-            return await tool()
-        return await deliver(request.payload)
-    except Exception as error:  # the tool's or the delivery's failure is an answer
-        return _ToolFailed(error)
+            answer = store.compare_and_swap(key, step.expected_revision, step.next)
+        return await answer if inspect.isawaitable(answer) else answer
+    except StoreError:
+        return StoreFault()
