@@ -6,8 +6,10 @@ this script serves on 127.0.0.1. Turn 7 of conversation conv-42:
 1. The host sends the user's request; the model answers with a ``tool_use`` block,
    ``toolu_A``, for ``send_email``. The host runs the tool through ``run_once``, whose
    ``deliver`` sends the next request, carrying the ``tool_result``. That POST fails
-   (the server answers 500 and drops the request), so ``run_once`` releases the delivery
-   and reports ``delivery-failed``; the result stays stored.
+   (the server answers 500 and drops the request). The host declares that an answered
+   error status means "not sent" (``not_sent=(APIStatusError,)``; a timeout would leave
+   the delivery to reconcile), so ``run_once`` releases the delivery and reports
+   ``delivery-failed``; the result stays stored.
 2. The host retries the whole turn: it sends the user's request again, and the model
    answers with a new ``tool_use`` block for the same call, ``toolu_B`` (a ``tool_result``
    must name the ``tool_use`` of its own request, so the old id cannot be reused).
@@ -38,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from anthropic import Anthropic, APIError
+from anthropic import Anthropic, APIError, APIStatusError
 from anthropic.types import Message, MessageParam, TextBlock, ToolParam, ToolUseBlock
 
 from tool_execution_checkpoint import (
@@ -142,13 +144,17 @@ def run_turn(
             answer = ask(client, tool_result_turn(tool_use, payload))
         except APIError as error:
             log(f"the POST of {payload} as {tool_use.id} failed: {type(error).__name__}")
-            raise  # run_once releases the delivery: the result stays stored
+            raise  # an APIStatusError is "not sent": the result stays stored
         said = " ".join(block.text for block in answer.content if isinstance(block, TextBlock))
         log(f"delivered {payload} as {tool_use.id}; the model said {said!r}")
 
     to = str(tool_use.input["to"])
     outcome = run_once(
-        store, binding_for(keying, tool_use), lambda: send_email(outbox, to), deliver
+        store,
+        binding_for(keying, tool_use),
+        lambda: send_email(outbox, to),
+        deliver,
+        not_sent=(APIStatusError,),  # the server answered with an error: it took nothing
     )
     log(f"run_once: {outcome.status.value} (ran the tool: {outcome.ran_tool})")
     return outcome
