@@ -1,5 +1,5 @@
-"""Deliberately broken stores and hosts: each breaks one rule of the storage contract or
-the host protocol, and the harness must catch each within its default budget."""
+"""Deliberately broken stores: each breaks one rule of the storage contract, and the
+harness must catch each within its default budget (broken hosts: broken_hosts.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import time
 
 from tool_execution_checkpoint import Checkpoint, Status
 from tool_execution_checkpoint.memory import MemoryStore
-from tool_execution_checkpoint.testing import Outcome, ProtocolMachine, Step, Worker
 
 
 class RacyStore(MemoryStore):
@@ -56,22 +55,3 @@ class ForgetfulStore(MemoryStore):
             with self._lock:
                 return self._revisions.get(key) == expected_revision
         return super().compare_and_swap(key, expected_revision, record)
-
-
-class ActsOnLostClaims(ProtocolMachine):
-    """A host that runs the tool (or sends) whatever its claim's CAS answered."""
-
-    def may_act(self, outcome: Outcome) -> bool:
-        del outcome  # the bug: it does not matter whether the claim won
-        return True
-
-
-class RerunsOnReconcile(ProtocolMachine):
-    """A naive host that sees an executing record as unanswered and runs the tool again,
-    completing under the stored attempt id."""
-
-    def on_reconcile_execution(self, worker: Worker) -> None:
-        assert worker.record is not None
-        assert worker.record.execution is not None
-        worker.attempt_id = worker.record.execution.attempt_id
-        worker.step = Step.RUN

@@ -12,13 +12,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from broken import (
+from broken import ForgetfulStore, OverwritingStore, RacyStore, RevisionBlindStore
+from broken_hosts import (
     ActsOnLostClaims,
-    ForgetfulStore,
-    OverwritingStore,
-    RacyStore,
+    ReleasesUnknownDeliveries,
+    ReportsOwnClaimAsLost,
     RerunsOnReconcile,
-    RevisionBlindStore,
 )
 from tool_execution_checkpoint import (
     TABLE,
@@ -32,15 +31,19 @@ from tool_execution_checkpoint import (
     Transition,
     claim_execution,
     decide_checkpoint,
+    runner,
     transitions,
 )
 from tool_execution_checkpoint.memory import MemoryStore
+from tool_execution_checkpoint.runner import HostProtocol
 from tool_execution_checkpoint.table import TransitionRule
 from tool_execution_checkpoint.testing import (
     PROFILES,
     Fault,
     ProtocolMachine,
+    SendAnswer,
     StoreConformance,
+    ToolAnswer,
     harness,
     protocol_machine,
 )
@@ -68,7 +71,7 @@ def expiring_claims_core(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_claim(record, attempt_id=attempt_id, at=at, **options)
 
     monkeypatch.setattr(harness, "decide_checkpoint", decide)
-    monkeypatch.setattr(harness, "claim_execution", claim)
+    monkeypatch.setattr(runner, "claim_execution", claim)
 
 
 def unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,22 +92,22 @@ def unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 Patch = Callable[[pytest.MonkeyPatch], None]
-BROKEN: dict[str, tuple[Callable[[], Any], type[ProtocolMachine], Patch, str]] = {
+BROKEN: dict[str, tuple[Callable[[], Any], type[HostProtocol], Patch, str]] = {
     "CAS ignores the expected revision": (
         RevisionBlindStore,
-        ProtocolMachine,
+        HostProtocol,
         unchanged,
         "the store answered True where the model answered False",
     ),
     "create overwrites an existing record": (
         OverwritingStore,
-        ProtocolMachine,
+        HostProtocol,
         unchanged,
         "the store answered True where the model answered False",
     ),
     "an acknowledged write is lost": (
         ForgetfulStore,
-        ProtocolMachine,
+        HostProtocol,
         unchanged,
         "the store under test and the model differ",
     ),
@@ -120,15 +123,27 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[ProtocolMachine], Patch, str]] =
         unchanged,
         "the tool ran 2 times",
     ),
+    "the host releases a delivery of unknown outcome": (
+        MemoryStore,
+        ReleasesUnknownDeliveries,
+        unchanged,
+        "the payload arrived 2 times",
+    ),
+    "the host reports its own landed claim as another worker's": (
+        MemoryStore,
+        ReportsOwnClaimAsLost,
+        unchanged,
+        "reported its own claim as another worker's",
+    ),
     "the core lets claims expire": (
         MemoryStore,
-        ProtocolMachine,
+        HostProtocol,
         expiring_claims_core,
         "decide says execute for a record that was claimed",
     ),
     "the core does not check fences": (
         MemoryStore,
-        ProtocolMachine,
+        HostProtocol,
         unfenced_core,
         "accepted a foreign",
     ),
@@ -139,8 +154,8 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[ProtocolMachine], Patch, str]] =
 def test_the_harness_catches_it_within_the_default_budget(
     bug: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_store, base, core, message = BROKEN[bug]
-    machine = protocol_machine(make_store, base=base)
+    make_store, host, core, message = BROKEN[bug]
+    machine = protocol_machine(make_store, protocol=host)
     budget = settings(
         max_examples=DEFAULT.max_examples,
         stateful_step_count=DEFAULT.stateful_step_count,
@@ -177,8 +192,16 @@ def play(state: ProtocolMachine, *steps: tuple[str, dict[str, Any]]) -> None:
         state.protocol_holds()  # type: ignore[attr-defined]
 
 
-def step(worker: int, key: int = 0, fault: Fault = Fault.NONE, send_ok: bool = True) -> Any:
-    return ("step", {"worker": worker, "key": key, "fault": fault, "send_ok": send_ok})
+def step(
+    worker: int,
+    key: int = 0,
+    fault: Fault = Fault.NONE,
+    tool: ToolAnswer = ToolAnswer.RETURNS,
+    send: SendAnswer = SendAnswer.SENT,
+) -> Any:
+    """One request of ``worker``'s call (a fresh call's are: create, claim, run the tool,
+    store the result, claim the delivery, send, record the delivery)."""
+    return ("step", {"worker": worker, "key": key, "fault": fault, "tool": tool, "send": send})
 
 
 def test_regression_create_overwrites() -> None:
@@ -190,7 +213,7 @@ def test_regression_create_overwrites() -> None:
 
 def test_regression_cas_ignores_the_revision() -> None:
     state = protocol_machine(RevisionBlindStore)()
-    play(state, step(0), step(0))  # w0 creates, loads, computes its claim
+    play(state, step(0))  # w0 creates the record and computes its claim
     play(state, ("replay_stale_write", {"position": 0}))  # the claim lands
     with pytest.raises(AssertionError, match="answered True where the model answered False"):
         play(state, ("replay_stale_write", {"position": 0}))  # a stale copy lands again
@@ -198,32 +221,49 @@ def test_regression_cas_ignores_the_revision() -> None:
 
 def test_regression_acknowledged_write_lost() -> None:
     state = protocol_machine(ForgetfulStore)()
-    play(state, step(0), step(0), step(0), step(0))  # create, load, claim, run the tool
+    play(state, step(0), step(0), step(0))  # create, claim, run the tool
     with pytest.raises(AssertionError, match="the store under test and the model differ"):
         play(state, step(0))  # the completed record is acknowledged, then lost
 
 
 def test_regression_acting_on_a_lost_claim() -> None:
-    state = protocol_machine(MemoryStore, base=ActsOnLostClaims)()
-    play(state, step(0), step(0), step(1), step(1))  # both load ready and compute claims
+    state = protocol_machine(MemoryStore, protocol=ActsOnLostClaims)()
+    play(state, step(0), step(1), step(1))  # w0 creates; w1's create loses, it reads ready
     play(state, step(0), step(0))  # w0 wins its claim and runs the tool
-    play(state, step(1))  # w1 loses its claim but goes on anyway
+    play(state, step(1), step(1))  # w1's claim loses; it reads back and goes on anyway
     with pytest.raises(AssertionError, match="the tool ran 2 times"):
         play(state, step(1))
 
 
 def test_regression_rerunning_on_reconcile() -> None:
-    state = protocol_machine(MemoryStore, base=RerunsOnReconcile)()
-    play(state, step(0), step(0), step(0), step(0))  # w0 creates, loads, claims, runs
+    state = protocol_machine(MemoryStore, protocol=RerunsOnReconcile)()
+    play(state, step(0), step(0), step(0))  # w0 creates, claims, runs
     play(state, step(1), step(1))  # w1 finds it executing and treats it as unanswered
     with pytest.raises(AssertionError, match="the tool ran 2 times"):
         play(state, step(1))
 
 
+def test_regression_releasing_a_delivery_of_unknown_outcome() -> None:
+    state = protocol_machine(MemoryStore, protocol=ReleasesUnknownDeliveries)()
+    play(state, *(step(0) for _ in range(5)))  # create, claim, run, store, claim delivery
+    play(state, step(0, send=SendAnswer.UNKNOWN_ARRIVED), step(0))  # it arrived; released
+    play(state, step(0), step(0), step(0))  # a new call: creates, reads, claims delivery
+    with pytest.raises(AssertionError, match="the payload arrived 2 times"):
+        play(state, step(0))
+
+
+def test_regression_reporting_an_own_claim_as_lost() -> None:
+    state = protocol_machine(MemoryStore, protocol=ReportsOwnClaimAsLost)()
+    play(state, step(0), step(0, fault=Fault.WRITE_AMBIGUOUS))  # the claim lands, reply lost
+    play(state, step(0, fault=Fault.READ_FAILS))  # the read-back fails: "not landed"
+    with pytest.raises(AssertionError, match="reported its own claim as another worker's"):
+        play(state, step(0))  # it reads its own claim and calls it another worker's
+
+
 def test_regression_claims_that_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     expiring_claims_core(monkeypatch)
     state = protocol_machine(MemoryStore)()
-    play(state, step(0), step(0))  # w0 creates, loads, computes its claim
+    play(state, step(0))  # w0 creates and computes its claim
     with pytest.raises(AssertionError, match="decide says execute for a record that was"):
         play(state, step(0))  # the claim lands, and decide would hand it out again
 
@@ -231,14 +271,15 @@ def test_regression_claims_that_expire(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_regression_unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
     unfenced_core(monkeypatch)
     state = protocol_machine(MemoryStore)()
-    play(state, step(0), step(0), step(0))  # w0 creates, loads, claims
+    play(state, step(0), step(0))  # w0 creates, claims
     with pytest.raises(AssertionError, match="complete_execution accepted a foreign"):
         play(state, ("foreign_fence", {"key": 0}))
 
 
 def test_regression_runs_are_clean_on_the_model_store() -> None:
     state = protocol_machine(MemoryStore)()
-    play(state, *(step(0, send_ok=False) for _ in range(8)), *(step(0) for _ in range(8)))
+    refused = step(0, send=SendAnswer.REFUSED)
+    play(state, *(refused for _ in range(8)), *(step(0) for _ in range(8)))
     record = state.model.get(state.truths[0].key)
     assert record is not None
     assert record["status"] == "delivered"

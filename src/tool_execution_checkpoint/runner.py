@@ -365,7 +365,7 @@ class HostProtocol:
     polls: int = 0
     poll_seconds: float = 0.0
 
-    def start(self, token: str) -> Step:
+    def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``."""
         record = create_checkpoint(self.binding, created_at=self.clock())
         return Create(record), CallState(Phase.CREATE, token, pending=_creation(record))
@@ -377,8 +377,8 @@ class HostProtocol:
             CheckpointError: BINDING_CONFLICT when the stored record belongs to another
                 binding, and any error of the stored record's validation.
         """
-        handler: Callable[[HostProtocol, CallState, Any], Step] = HANDLERS[state.phase]
-        return handler(self, state, answer)
+        handler: Callable[[CallState, Any], Step] = getattr(self, HANDLERS[state.phase])
+        return handler(state, answer)
 
     # --- reading and deciding ---------------------------------------------------------
 
@@ -405,7 +405,6 @@ class HostProtocol:
 
     def start_over(self, state: CallState) -> Step:
         request, fresh = self.start(state.token)
-        assert isinstance(request, Create)
         return request, replace(state, phase=Phase.CREATE, pending=fresh.pending)
 
     def read(self, answer: Any) -> Checkpoint:
@@ -468,10 +467,14 @@ class HostProtocol:
         writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
         assert writing is not None
         if state.retries >= RETRIES:
-            return UNSETTLED[writing](self, replace(state, phase=writing, writing=None))
+            return self._then(UNSETTLED, writing)(replace(state, phase=writing, writing=None))
         return Get(), replace(
             state, phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
         )
+
+    def _then(self, table: Mapping[Phase, str], phase: Phase) -> Callable[..., Step]:
+        method: Callable[..., Step] = getattr(self, table[phase])
+        return method
 
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         assert state.pending is not None
@@ -481,18 +484,18 @@ class HostProtocol:
             return self.confirm(state)
         stored = None if answer is None else self.read(answer)
         if stored == state.pending.next:
-            return LANDED[state.writing](self, writing)
+            return self._then(LANDED, state.writing)(writing)
         if stored is not None and stored == state.record and state.writing in RESENDABLE:
             # still the record it was written over: the write did not land; send it again
             return self.write(writing, state.writing, state.pending, resend=True)
-        return NOT_LANDED[state.writing](self, writing, stored)
+        return self._then(NOT_LANDED, state.writing)(writing, stored)
 
     def after_write(self, state: CallState, answer: Any) -> Step:
-        if isinstance(answer, StoreFault):
-            return self.confirm(state)
         if answer is True:
-            return LANDED[state.phase](self, state)
-        return NOT_LANDED[state.phase](self, state, None)
+            return self._then(LANDED, state.phase)(state)
+        # Unknown, or not landed: the record says what happened (a stale copy of this
+        # very write may have landed first, and a lost claim needs the record anyway).
+        return self.confirm(state)
 
     # --- the execution ------------------------------------------------------------------
 
@@ -669,51 +672,52 @@ def _creation(record: Checkpoint) -> Transition:
     return Transition(Action.NONE, 0, record)
 
 
-HANDLERS: Mapping[Phase, Callable[[HostProtocol, CallState, Any], Step]] = {
-    Phase.CREATE: HostProtocol.after_create,
-    Phase.LOAD: HostProtocol.after_load,
-    Phase.WAIT: HostProtocol.after_wait,
-    Phase.CLAIM: HostProtocol.after_write,
-    Phase.RUN: HostProtocol.after_run,
-    Phase.STORE: HostProtocol.after_write,
-    Phase.MARK: HostProtocol.after_write,
-    Phase.CLAIM_DELIVERY: HostProtocol.after_write,
-    Phase.SEND: HostProtocol.after_send,
-    Phase.FINISH: HostProtocol.after_write,
-    Phase.RELEASE: HostProtocol.after_write,
-    Phase.CONFIRM: HostProtocol.after_confirm,
-    Phase.DONE: HostProtocol.after_done,
+HANDLERS: Mapping[Phase, str] = {
+    Phase.CREATE: "after_create",
+    Phase.LOAD: "after_load",
+    Phase.WAIT: "after_wait",
+    Phase.CLAIM: "after_write",
+    Phase.RUN: "after_run",
+    Phase.STORE: "after_write",
+    Phase.MARK: "after_write",
+    Phase.CLAIM_DELIVERY: "after_write",
+    Phase.SEND: "after_send",
+    Phase.FINISH: "after_write",
+    Phase.RELEASE: "after_write",
+    Phase.CONFIRM: "after_confirm",
+    Phase.DONE: "after_done",
 }
-"""Which handler takes the answer to a phase's request."""
+"""Which method takes the answer to a phase's request (by name, so that a subclass
+modelling a broken host overrides one step)."""
 
-LANDED: Mapping[Phase, Callable[[HostProtocol, CallState], Step]] = {
-    Phase.CLAIM: HostProtocol.claim_landed,
-    Phase.STORE: HostProtocol.stored,
-    Phase.MARK: HostProtocol.marked,
-    Phase.CLAIM_DELIVERY: HostProtocol.delivery_claimed,
-    Phase.FINISH: HostProtocol.delivered,
-    Phase.RELEASE: HostProtocol.released,
+LANDED: Mapping[Phase, str] = {
+    Phase.CLAIM: "claim_landed",
+    Phase.STORE: "stored",
+    Phase.MARK: "marked",
+    Phase.CLAIM_DELIVERY: "delivery_claimed",
+    Phase.FINISH: "delivered",
+    Phase.RELEASE: "released",
 }
 """What a write's phase does once the write is known to have landed."""
 
-NOT_LANDED: Mapping[Phase, Callable[[HostProtocol, CallState, Checkpoint | None], Step]] = {
-    Phase.CLAIM: HostProtocol.claim_not_landed,
-    Phase.STORE: HostProtocol.store_not_landed,
-    Phase.MARK: HostProtocol.mark_not_landed,
-    Phase.CLAIM_DELIVERY: HostProtocol.delivery_not_landed,
-    Phase.FINISH: HostProtocol.finish_not_landed,
-    Phase.RELEASE: HostProtocol.finish_not_landed,
+NOT_LANDED: Mapping[Phase, str] = {
+    Phase.CLAIM: "claim_not_landed",
+    Phase.STORE: "store_not_landed",
+    Phase.MARK: "mark_not_landed",
+    Phase.CLAIM_DELIVERY: "delivery_not_landed",
+    Phase.FINISH: "finish_not_landed",
+    Phase.RELEASE: "finish_not_landed",
 }
 """What a write's phase does once the write is known not to have landed (with the
 record read back, when it was read back)."""
 
-UNSETTLED: Mapping[Phase, Callable[[HostProtocol, CallState], Step]] = {
-    Phase.CLAIM: HostProtocol.claim_unsettled,
-    Phase.STORE: HostProtocol.store_unsettled,
-    Phase.MARK: HostProtocol.mark_unsettled,
-    Phase.CLAIM_DELIVERY: HostProtocol.claim_unsettled,
-    Phase.FINISH: HostProtocol.finish_unsettled,
-    Phase.RELEASE: HostProtocol.finish_unsettled,
+UNSETTLED: Mapping[Phase, str] = {
+    Phase.CLAIM: "claim_unsettled",
+    Phase.STORE: "store_unsettled",
+    Phase.MARK: "mark_unsettled",
+    Phase.CLAIM_DELIVERY: "claim_unsettled",
+    Phase.FINISH: "finish_unsettled",
+    Phase.RELEASE: "finish_unsettled",
 }
 """What a write's phase does when its outcome stays unknown after every read-back."""
 
@@ -855,6 +859,7 @@ def run_once(
     )
     where = key or checkpoint_key(binding)
     logs = logger.isEnabledFor(logging.INFO)
+    request: Request | RunOutcome
     request, state = protocol.start(new_id())
     caught: BaseException | None = None
     while not isinstance(request, RunOutcome):
@@ -941,6 +946,7 @@ async def run_once_async(
     )
     where = key or checkpoint_key(binding)
     logs = logger.isEnabledFor(logging.INFO)
+    request: Request | RunOutcome
     request, state = protocol.start(new_id())
     caught: BaseException | None = None
     while not isinstance(request, RunOutcome):

@@ -17,7 +17,7 @@ Then, in a test file::
 from .adapters import SyncStoreAdapter, as_sync_store
 from .conformance import OperableStoreConformance, StoreConformance, read_back_landed
 from .faults import Fault, FaultyStore
-from .harness import Outcome, ProtocolMachine, Step, Worker, protocol_machine
+from .harness import ProtocolMachine, SendAnswer, ToolAnswer, Worker, protocol_machine
 from .profiles import PROFILES, HarnessProfile, active_profile
 from .stress import StressReport, threaded_stress
 
@@ -27,12 +27,12 @@ __all__ = [
     "FaultyStore",
     "HarnessProfile",
     "OperableStoreConformance",
-    "Outcome",
     "ProtocolMachine",
-    "Step",
+    "SendAnswer",
     "StoreConformance",
     "StressReport",
     "SyncStoreAdapter",
+    "ToolAnswer",
     "Worker",
     "active_profile",
     "as_sync_store",

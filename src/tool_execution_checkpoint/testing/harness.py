@@ -34,12 +34,28 @@ from jsonschema import Draft202012Validator
 from ..errors import CheckpointError, ErrorCode
 from ..memory import MemoryStore
 from ..records import Binding, Checkpoint
+from ..runner import (
+    CallState,
+    Create,
+    Deliver,
+    Get,
+    HostProtocol,
+    Raised,
+    Request,
+    Returned,
+    RunOutcome,
+    RunStatus,
+    RunTool,
+    Sleep,
+    StoreFault,
+    Swap,
+    ToolOutcomeUnknown,
+    default_error_payload,
+)
 from ..store import CheckpointStore, StoreError, checkpoint_key
 from ..table import TABLE, Action, Fence, Status, spec_file
 from ..transitions import (
     Transition,
-    claim_delivery,
-    claim_execution,
     complete_delivery,
     complete_execution,
     create_checkpoint,
@@ -51,7 +67,14 @@ from ..transitions import (
 from ..validation import JSONValue
 from .faults import Fault, FaultyStore
 
-__all__ = ["Outcome", "ProtocolMachine", "Step", "protocol_machine", "record_schema_validator"]
+__all__ = [
+    "ProtocolMachine",
+    "SendAnswer",
+    "ToolAnswer",
+    "Worker",
+    "protocol_machine",
+    "record_schema_validator",
+]
 
 NOW = "2026-01-01T00:00:00Z"
 RECONCILED_NOT_RUN: JSONValue = {"error": "reconciled: the tool did not run"}
@@ -63,43 +86,34 @@ def record_schema_validator() -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-class Step(enum.Enum):
-    """Where a simulated worker is in the host protocol: what its next step does."""
+class ToolAnswer(enum.Enum):
+    """How a simulated tool call ends."""
 
-    IDLE = "create the record if absent"
-    LOAD = "load and decide"
-    CLAIM = "CAS the execution claim"
-    RUN = "run the tool"
-    COMPLETE = "CAS the completed record"
-    RECHECK = "read back an unconfirmed completion"
-    CLAIM_DELIVERY = "CAS the delivery claim"
-    SEND = "send the stored payload"
-    FINISH = "CAS the delivery outcome"
-    RECHECK_DELIVERY = "read back an unconfirmed delivery outcome"
-    DONE = "done; start over"
+    RETURNS = "returns a result"
+    RAISES = "raises a handler error"
+    UNKNOWN = "raises ToolOutcomeUnknown (its effect may have happened)"
+    CANCELLED = "is cancelled (its effect may have happened)"
 
 
-class Outcome(enum.Enum):
-    """What a worker knows of its write."""
+class SendAnswer(enum.Enum):
+    """How a simulated delivery ends."""
 
-    WON = "won"
-    LOST = "lost"
-    UNKNOWN = "unknown"
+    SENT = "sent"
+    REFUSED = "refused: known not sent"
+    UNKNOWN_ARRIVED = "times out, but it arrived"
+    UNKNOWN_LOST = "times out, and it did not arrive"
 
 
 @dataclass
 class Worker:
-    """A simulated host process: only what it holds in memory, lost when it crashes."""
+    """A simulated host process: the call it is running (the runner's own state and its
+    next request), lost when it crashes."""
 
     name: str
     key: int = 0
-    step: Step = Step.IDLE
-    record: Checkpoint | None = None
-    pending: Transition | None = None
-    attempt_id: str | None = None
-    delivery_id: str | None = None
-    payload: Any = None
-    sent: bool = False
+    state: CallState | None = None
+    request: Request | None = None
+    outcomes: list[RunOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -121,10 +135,11 @@ def _compact(value: object) -> str:
 
 class ProtocolMachine(RuleBasedStateMachine):
     """The harness's state and steps. Use :func:`protocol_machine` to get a runnable
-    subclass; override :meth:`may_act` or :meth:`on_reconcile_execution` to model a
-    broken host."""
+    subclass; pass a :class:`~tool_execution_checkpoint.runner.HostProtocol` subclass
+    as ``protocol`` to model a broken host."""
 
     make_store: ClassVar[Callable[[], CheckpointStore]]
+    protocol: ClassVar[type[HostProtocol]] = HostProtocol
     worker_count: ClassVar[int] = 4
     key_count: ClassVar[int] = 2
     _validator: ClassVar[Draft202012Validator | None] = None
@@ -135,9 +150,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.store = FaultyStore(self.real)
         self.model = MemoryStore()
         self.truths = []
+        self.protocols = []
         for index in range(self.key_count):
             binding = Binding("harness", f"call-{index}", "tool", "1", f"sha256:{index}")
             self.truths.append(Truth(binding, checkpoint_key(binding)))
+            self.protocols.append(type(self).protocol(binding, clock=lambda: NOW))
         self.workers = [Worker(f"w{index}") for index in range(self.worker_count)]
         self.history: list[tuple[int, Transition]] = []
         self.ids = itertools.count(1)
@@ -149,22 +166,12 @@ class ProtocolMachine(RuleBasedStateMachine):
         if callable(close):
             close()
 
-    # --- hooks a broken host overrides ------------------------------------------------
-
-    def may_act(self, outcome: Outcome) -> bool:
-        """Whether a worker acts on a claim write with this outcome: only if it won."""
-        return outcome is Outcome.WON
-
-    def on_reconcile_execution(self, worker: Worker) -> None:
-        """A worker that loads a record needing execution reconciliation leaves it to
-        the operator."""
-        worker.step = Step.DONE
-
     # --- store access, kept in step with the model -------------------------------------
 
-    def _write(self, key_index: int, transition: Transition | None, fault: Fault) -> Outcome:
+    def _write(self, key_index: int, transition: Transition | None, fault: Fault) -> Any:
         """Write a transition's next record (or create the record when ``transition`` is
-        None) to the store under test, then to the model if it reached the store."""
+        None) to the store under test, then to the model if it reached the store; return
+        the runner's answer (True, False or StoreFault)."""
         truth = self.truths[key_index]
         self.store.arm(fault)
         if transition is None:
@@ -193,134 +200,104 @@ class ProtocolMachine(RuleBasedStateMachine):
             )
             if applied and transition is not None and transition.next.status is Status.EXECUTING:
                 truth.claimed = True
-        if answer is None:
-            return Outcome.UNKNOWN
-        return Outcome.WON if answer else Outcome.LOST
+        return StoreFault() if answer is None else answer
 
-    def _read(self, key_index: int, fault: Fault) -> Checkpoint | None:
+    def _read_raw(self, key_index: int, fault: Fault) -> Any:
         self.store.arm(fault)
         try:
-            raw = self.store.get(self.truths[key_index].key)
+            return self.store.get(self.truths[key_index].key)
         except StoreError:
-            return None
+            return StoreFault()
         finally:
             self.store.arm(Fault.NONE)
-        if raw is None:
+
+    def _read(self, key_index: int, fault: Fault) -> Checkpoint | None:
+        raw = self._read_raw(key_index, fault)
+        if raw is None or isinstance(raw, StoreFault):
             return None
         return Checkpoint.from_dict(raw)
 
     # --- one step of one worker ---------------------------------------------------------
 
-    def worker_step(self, index: int, key_index: int, fault: Fault, send_ok: bool) -> None:
-        """Advance worker ``index`` by one store operation or one outside action."""
+    def worker_step(
+        self, index: int, key_index: int, fault: Fault, tool: ToolAnswer, send: SendAnswer
+    ) -> None:
+        """Perform worker ``index``'s next request (starting a call on ``key_index`` if it
+        is idle) and hand the answer to the runner's protocol."""
         worker = self.workers[index]
-        if worker.step in (Step.IDLE, Step.DONE):
+        if worker.request is None or worker.state is None:
             worker.key = key_index
-            self._write(worker.key, None, fault)
-            worker.step = Step.LOAD
-            return
-        handler = getattr(self, f"_on_{worker.step.name.lower()}")
-        handler(worker, fault, send_ok)
+            token = f"{worker.name}-{next(self.ids)}"
+            worker.request, worker.state = self.protocols[key_index].start(token)
+        request, state = worker.request, worker.state
+        answer = self._answer(worker, request, state, fault=fault, tool=tool, send=send)
+        following, state = self.protocols[worker.key].step(state, answer)
+        if isinstance(following, RunOutcome):
+            self._check_outcome(worker, state, following)
+            worker.request, worker.state = None, None
+        else:
+            if isinstance(following, Swap):  # computed now: a stale copy may land later
+                self.history.append((worker.key, following.transition))
+            worker.request, worker.state = following, state
 
-    def _on_load(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        record = self._read(worker.key, fault)
-        if record is None:
-            return
+    def _answer(
+        self,
+        worker: Worker,
+        request: Request,
+        state: CallState,
+        *,
+        fault: Fault,
+        tool: ToolAnswer,
+        send: SendAnswer,
+    ) -> Any:
         truth = self.truths[worker.key]
-        decision = decide_checkpoint(record, truth.binding)
-        assert not (truth.claimed and decision.action is Action.EXECUTE), (
-            "decide says execute for a record that was claimed"
-        )
-        worker.record = record
-        if decision.action is Action.EXECUTE:
-            worker.attempt_id = f"attempt-{next(self.ids)}"
-            worker.pending = claim_execution(record, attempt_id=worker.attempt_id, at=NOW)
-            self.history.append((worker.key, worker.pending))
-            worker.step = Step.CLAIM
-        elif decision.action is Action.DELIVER:
-            worker.delivery_id = f"delivery-{next(self.ids)}"
-            worker.pending = claim_delivery(record, delivery_id=worker.delivery_id, at=NOW)
-            self.history.append((worker.key, worker.pending))
-            worker.step = Step.CLAIM_DELIVERY
-        elif decision.action is Action.RECONCILE_EXECUTION:
-            self.on_reconcile_execution(worker)
-        else:
-            worker.step = Step.DONE
+        if isinstance(request, Create):
+            return self._write(worker.key, None, fault)
+        if isinstance(request, Swap):
+            return self._write(worker.key, request.transition, fault)
+        if isinstance(request, Get):
+            return self._read_raw(worker.key, fault)
+        if isinstance(request, Sleep):
+            return None
+        record = state.record
+        assert record is not None and record.execution is not None
+        if isinstance(request, RunTool):
+            attempt = record.execution.attempt_id
+            payload: JSONValue = {"key": worker.key, "by": attempt, "n": next(self.ids)}
+            if tool is ToolAnswer.RAISES:
+                payload = default_error_payload(ValueError())
+            truth.executions.append((attempt, _compact(payload)))
+            if tool is ToolAnswer.RETURNS:
+                return Returned(payload)
+            if tool is ToolAnswer.RAISES:
+                return Raised(ValueError("a handler error"))
+            if tool is ToolAnswer.UNKNOWN:
+                return Raised(ToolOutcomeUnknown("harness: the tool timed out"))
+            return Raised(KeyboardInterrupt())
+        assert isinstance(request, Deliver) and record.delivery is not None
+        if send in (SendAnswer.SENT, SendAnswer.UNKNOWN_ARRIVED):
+            truth.deliveries.append((record.delivery.delivery_id, request.result.payload_json))
+        if send is SendAnswer.SENT:
+            return None
+        if send is SendAnswer.REFUSED:
+            return Raised(ConnectionRefusedError())
+        return Raised(TimeoutError())
 
-    def _write_claim(self, worker: Worker, fault: Fault, granted: Step) -> None:
-        """CAS the worker's claim; go on to ``granted`` only if the host may act on it."""
-        assert worker.pending is not None
-        outcome = self._write(worker.key, worker.pending, fault)
-        if self.may_act(outcome):
-            worker.record = worker.pending.next
-            worker.step = granted
-        else:
-            worker.step = Step.LOAD
-
-    def _on_claim(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        self._write_claim(worker, fault, Step.RUN)
-
-    def _on_run(self, worker: Worker, _fault: Fault, _send_ok: bool) -> None:
-        assert worker.record is not None and worker.attempt_id is not None
-        worker.payload = {"key": worker.key, "by": worker.attempt_id, "n": next(self.ids)}
-        self.truths[worker.key].executions.append((worker.attempt_id, _compact(worker.payload)))
-        worker.pending = complete_execution(
-            worker.record, attempt_id=worker.attempt_id, at=NOW, result=worker.payload
-        )
-        self.history.append((worker.key, worker.pending))
-        worker.step = Step.COMPLETE
-
-    def _on_complete(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        assert worker.pending is not None
-        outcome = self._write(worker.key, worker.pending, fault)
-        worker.step = Step.LOAD if outcome is Outcome.WON else Step.RECHECK
-
-    def _on_recheck(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        record = self._read(worker.key, fault)
-        if record is None:
-            return
-        owned = record.execution is not None and record.execution.attempt_id == worker.attempt_id
-        if owned and record.status in (Status.EXECUTING, Status.UNCERTAIN):
-            assert worker.attempt_id is not None
-            worker.pending = complete_execution(
-                record, attempt_id=worker.attempt_id, at=NOW, result=worker.payload
+    def _check_outcome(self, worker: Worker, state: CallState, outcome: RunOutcome) -> None:
+        """What a finished call reports must be true."""
+        worker.outcomes.append(outcome)
+        record = outcome.record
+        if outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER and record is not None:
+            claim = record.delivery.delivery_id if record.delivery is not None else None
+            if claim is None and record.execution is not None:
+                claim = record.execution.attempt_id
+            assert not state.owns(claim), "a call reported its own claim as another worker's"
+        if outcome.has_payload:
+            assert record is not None and record.result is not None
+            produced = self._produced(self.truths[worker.key])
+            assert record.result.payload_json == produced, (
+                "an outcome carried another payload than the one produced"
             )
-            worker.step = Step.COMPLETE
-        else:
-            worker.step = Step.LOAD
-
-    def _on_claim_delivery(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        self._write_claim(worker, fault, Step.SEND)
-
-    def _on_send(self, worker: Worker, _fault: Fault, send_ok: bool) -> None:
-        record, delivery_id = worker.record, worker.delivery_id
-        assert record is not None and record.result is not None and delivery_id is not None
-        worker.sent = send_ok
-        if send_ok:
-            self.truths[worker.key].deliveries.append((delivery_id, record.result.payload_json))
-        self._prepare_finish(worker, record)
-
-    def _prepare_finish(self, worker: Worker, record: Checkpoint) -> None:
-        assert worker.delivery_id is not None
-        finish = complete_delivery if worker.sent else release_delivery
-        worker.pending = finish(record, delivery_id=worker.delivery_id, at=NOW)
-        self.history.append((worker.key, worker.pending))
-        worker.step = Step.FINISH
-
-    def _on_finish(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        assert worker.pending is not None
-        outcome = self._write(worker.key, worker.pending, fault)
-        worker.step = Step.DONE if outcome is Outcome.WON else Step.RECHECK_DELIVERY
-
-    def _on_recheck_delivery(self, worker: Worker, fault: Fault, _send_ok: bool) -> None:
-        record = self._read(worker.key, fault)
-        if record is None:
-            return
-        owned = record.delivery is not None and record.delivery.delivery_id == worker.delivery_id
-        if owned and record.status is Status.DELIVERING:
-            self._prepare_finish(worker, record)
-        else:
-            worker.step = Step.LOAD
 
     # --- the other actors ---------------------------------------------------------------
 
@@ -358,22 +335,10 @@ class ProtocolMachine(RuleBasedStateMachine):
                 raise AssertionError(f"{fenced.name} accepted a foreign {fence}")
 
     def _claim_is_live(self, key_index: int, record: Checkpoint) -> bool:
-        for worker in self.workers:
-            if worker.key != key_index:
-                continue
-            if (
-                record.execution is not None
-                and worker.attempt_id == record.execution.attempt_id
-                and worker.step in (Step.RUN, Step.COMPLETE, Step.RECHECK)
-            ):
-                return True
-            if (
-                record.delivery is not None
-                and worker.delivery_id == record.delivery.delivery_id
-                and worker.step in (Step.SEND, Step.FINISH, Step.RECHECK_DELIVERY)
-            ):
-                return True
-        return False
+        return any(
+            worker.key == key_index and worker.state is not None and worker.state.holds(record)
+            for worker in self.workers
+        )
 
     def reconcile(self, key_index: int, mark_uncertain_first: bool) -> None:
         """An operator resolves a claimed record whose owner is gone, using only the
@@ -396,6 +361,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         if record.delivery is not None:
             owner = record.delivery.delivery_id
             sent = any(delivery_id == owner for delivery_id, _ in truth.deliveries)
+            # The operator asks the provider's history, so it confirms what arrived and
+            # releases only what did not.
             finish = complete_delivery if sent else release_delivery
             assert finish.__name__ in allowed
             transition = finish(record, delivery_id=owner, at=NOW)
@@ -407,7 +374,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 transition = mark_execution_uncertain(
                     record, attempt_id=owner, at=NOW, reason="operator: the worker is gone"
                 )
-                if self._write(key_index, transition, Fault.NONE) is not Outcome.WON:
+                if self._write(key_index, transition, Fault.NONE) is not True:
                     return
                 record = transition.next
             ran = [payload for attempt, payload in truth.executions if attempt == owner]
@@ -427,6 +394,10 @@ class ProtocolMachine(RuleBasedStateMachine):
             self._write(key_index, prune_result(record, at=NOW), Fault.NONE)
 
     # --- invariants ---------------------------------------------------------------------
+
+    @staticmethod
+    def _produced(truth: Truth) -> str | None:
+        return truth.executions[0][1] if truth.executions else truth.reconciled_payload
 
     def check_protocol(self) -> None:
         """Everything that must hold after every step; raises AssertionError if not."""
@@ -449,7 +420,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert not (truth.claimed and decision.action is Action.EXECUTE), (
                 "decide says execute for a record that was claimed"
             )
-            produced = truth.executions[0][1] if truth.executions else truth.reconciled_payload
+            produced = self._produced(truth)
             if record.result is not None and record.result.pruned_at is None:
                 assert record.result.payload_json == produced, (
                     "the stored payload is not the one the execution produced"
@@ -460,6 +431,10 @@ class ProtocolMachine(RuleBasedStateMachine):
                 assert delivered == produced, (
                     "a delivery carried another payload than the stored one"
                 )
+            # The operator only releases what did not arrive, so nothing arrives twice.
+            assert len(truth.deliveries) <= 1, (
+                f"the payload arrived {len(truth.deliveries)} times for {truth.binding.call_id}"
+            )
 
 
 def protocol_machine(
@@ -469,6 +444,7 @@ def protocol_machine(
     keys: int = 2,
     faults: bool = True,
     base: type[ProtocolMachine] = ProtocolMachine,
+    protocol: type[HostProtocol] = HostProtocol,
 ) -> type[ProtocolMachine]:
     """Return a state-machine class that runs the harness against ``make_store()``.
 
@@ -478,7 +454,9 @@ def protocol_machine(
         keys: How many checkpoints they share.
         faults: Whether store operations may fail (before a write, ambiguously after it,
             or on a read).
-        base: A subclass of :class:`ProtocolMachine` whose hooks model a broken host.
+        base: A subclass of :class:`ProtocolMachine` (its state and actors).
+        protocol: The host protocol the workers run: the runner's own, or a subclass
+            that models a broken host.
     """
     worker = st.integers(min_value=0, max_value=workers - 1)
     key = st.integers(min_value=0, max_value=keys - 1)
@@ -486,15 +464,23 @@ def protocol_machine(
     clean_weighted = (Fault.NONE,) * 7 + tuple(fault for fault in Fault if fault is not Fault.NONE)
     fault = st.sampled_from(clean_weighted) if faults else st.just(Fault.NONE)
     factory = make_store
+    # Most tools return and most sends arrive, so calls get far; shrinking goes there too.
+    tools = st.sampled_from((ToolAnswer.RETURNS,) * 5 + tuple(ToolAnswer)[1:])
+    sends = st.sampled_from((SendAnswer.SENT,) * 4 + tuple(SendAnswer)[1:])
+
+    host = protocol
 
     class Machine(base):  # type: ignore[valid-type,misc]
         make_store = staticmethod(factory)
+        protocol = host
         worker_count = workers
         key_count = keys
 
-        @rule(worker=worker, key=key, fault=fault, send_ok=st.booleans())
-        def step(self, worker: int, key: int, fault: Fault, send_ok: bool) -> None:
-            self.worker_step(worker, key, fault, send_ok)
+        @rule(worker=worker, key=key, fault=fault, tool=tools, send=sends)
+        def step(
+            self, worker: int, key: int, fault: Fault, tool: ToolAnswer, send: SendAnswer
+        ) -> None:
+            self.worker_step(worker, key, fault, tool, send)
 
         @rule(worker=worker)
         def crash_worker(self, worker: int) -> None:

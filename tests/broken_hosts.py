@@ -1,0 +1,58 @@
+"""Deliberately broken hosts: each a runner protocol with one seeded bug, which the
+harness (tests/test_harness_catches_bugs.py) and the explorer (tests/test_proofs.py) must
+catch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tool_execution_checkpoint import Checkpoint, Status
+from tool_execution_checkpoint.runner import (
+    CallState,
+    HostProtocol,
+    Phase,
+    RunTool,
+    Step,
+    StoreFault,
+)
+
+
+class ActsOnLostClaims(HostProtocol):
+    """Runs the tool (or sends) whatever its claim's swap answered."""
+
+    def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        del stored  # the bug: it does not matter whether the claim landed
+        return self.claim_landed(state)
+
+    def delivery_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        del stored
+        return self.delivery_claimed(state)
+
+
+class RerunsOnReconcile(HostProtocol):
+    """A naive host that sees an executing record as unanswered and runs the tool again,
+    completing under the stored attempt id."""
+
+    def decide(self, state: CallState, record: Checkpoint) -> Step:
+        if record.status is Status.EXECUTING and not state.ran:
+            return RunTool(), replace(state, phase=Phase.RUN, record=record, ran=True)
+        return super().decide(state, record)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasesUnknownDeliveries(HostProtocol):
+    """Releases the delivery whatever the send raised, a timeout included: a send that
+    arrived is sent again."""
+
+    not_sent: tuple[type[BaseException], ...] = (BaseException,)
+
+
+class ReportsOwnClaimAsLost(HostProtocol):
+    """Takes a read-back that failed for a write that did not land: a claim of its own
+    that landed with its reply lost is then reported as another worker's."""
+
+    def after_confirm(self, state: CallState, answer: Any) -> Step:
+        if isinstance(answer, StoreFault) and state.writing is Phase.CLAIM:
+            return self.claim_not_landed(replace(state, phase=Phase.CLAIM, writing=None), None)
+        return super().after_confirm(state, answer)
