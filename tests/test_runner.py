@@ -22,7 +22,14 @@ from tool_execution_checkpoint import (
     StoreError,
     checkpoint_key,
 )
-from tool_execution_checkpoint.runner import RunOutcome, RunStatus, run_once, run_once_async
+from tool_execution_checkpoint.runner import (
+    DeliveryNotSent,
+    RunOutcome,
+    RunStatus,
+    ToolOutcomeUnknown,
+    run_once,
+    run_once_async,
+)
 
 BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
 SECRET = "SECRET-a1b2c3"
@@ -288,3 +295,258 @@ def test_a_fresh_call_reads_nothing_it_wrote_itself() -> None:
     again = run_once(store, BINDING, Tool(), Inbox())
     assert again.status is RunStatus.ALREADY_DELIVERED
     assert store.calls == ["create", "get"]  # the create lost: read what is stored
+
+
+# --- outcomes that fit real hosts --------------------------------------------------------
+
+
+def test_a_send_of_unknown_outcome_leaves_the_delivery_to_reconcile() -> None:
+    store, tool = MemoryStore(), Tool()
+
+    def times_out(payload: Any) -> None:
+        del payload
+        raise TimeoutError(SECRET)
+
+    first = run_once(store, BINDING, tool, times_out)
+    assert first.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    assert first.reason == "the send's outcome is unknown: TimeoutError"
+    assert first.record is not None
+    assert first.record.status is Status.DELIVERING
+    assert first.payload == tool.result  # the stored payload, to hand back
+    inbox = Inbox()
+    again = run_once(store, BINDING, tool, inbox)
+    assert again.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION  # never resent blindly
+    assert inbox.received == []
+    assert tool.runs == 1
+
+
+def test_only_a_declared_not_sent_exception_releases_the_delivery() -> None:
+    store, tool, inbox = MemoryStore(), Tool(), Inbox()
+
+    def refused(payload: Any) -> None:
+        del payload
+        raise LookupError("the provider said no")
+
+    first = run_once(store, BINDING, tool, refused, not_sent=(LookupError,))
+    assert (first.status, first.reason) == (RunStatus.DELIVERY_FAILED, "not sent: LookupError")
+    assert first.record is not None
+    assert first.record.status is Status.COMPLETED
+
+    def not_sent(payload: Any) -> None:
+        del payload
+        raise DeliveryNotSent
+
+    assert run_once(store, BINDING, tool, not_sent).status is RunStatus.DELIVERY_FAILED
+    assert run_once(store, BINDING, tool, inbox).status is RunStatus.DELIVERED_STORED_RESULT
+    assert inbox.received == [tool.result]
+
+
+def test_a_tool_that_reports_its_outcome_unknown_is_uncertain_never_rerun() -> None:
+    store, inbox = MemoryStore(), Inbox()
+    tool = Tool(error=ToolOutcomeUnknown("the gateway timed out"))
+    first = run_once(store, BINDING, tool, inbox)
+    assert first.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert first.reason == "the gateway timed out"
+    assert first.record is not None
+    assert first.record.status is Status.UNCERTAIN
+    assert first.record.revision == 3  # the record it wrote, not the claim before it
+    assert not first.has_payload
+    again = run_once(store, BINDING, Tool(), inbox)
+    assert again.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert again.reason == "the gateway timed out"
+    assert tool.runs == 1
+    assert inbox.received == []
+
+
+def test_an_invalid_unknown_outcome_reason_is_replaced_not_stored_as_a_result() -> None:
+    store = MemoryStore()
+    outcome = run_once(store, BINDING, Tool(error=ToolOutcomeUnknown("")), Inbox())
+    assert outcome.record is not None
+    assert outcome.record.status is Status.UNCERTAIN
+    assert outcome.reason is not None
+    assert "could not be stored" in outcome.reason
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), SystemExit(3)])
+def test_a_cancelled_tool_is_marked_uncertain_then_the_cancellation_propagates(
+    error: BaseException,
+) -> None:
+    store = MemoryStore()
+    with pytest.raises(type(error)):
+        run_once(store, BINDING, Tool(error=error), Inbox())  # type: ignore[arg-type]
+    stored = Checkpoint.from_dict(store.get(checkpoint_key(BINDING)) or {})
+    assert stored.status is Status.UNCERTAIN
+    assert stored.execution is not None
+    assert stored.execution.uncertain is not None
+    assert stored.execution.uncertain.reason == "cancelled"
+
+
+def test_an_async_tool_cancelled_by_a_timeout_is_marked_uncertain() -> None:
+    store = AsyncMemoryStore()
+    started = asyncio.Event()
+
+    async def slow() -> dict[str, str]:
+        started.set()
+        await asyncio.sleep(60)
+        return {"never": "stored"}
+
+    async def deliver(payload: Any) -> None:
+        del payload
+
+    async def scenario() -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await run_once_async(store, BINDING, slow, deliver)
+
+    asyncio.run(scenario())
+    assert started.is_set()
+    raw = asyncio.run(store.get(checkpoint_key(BINDING)))
+    stored = Checkpoint.from_dict(raw or {})
+    assert stored.status is Status.UNCERTAIN
+    assert stored.execution is not None
+    assert stored.execution.uncertain is not None
+    assert stored.execution.uncertain.reason == "cancelled"
+
+
+class Retry(Exception):
+    """A framework's control flow (pydantic-ai's ModelRetry, say)."""
+
+
+def test_a_pass_through_exception_is_not_stored_as_the_result() -> None:
+    store, inbox = MemoryStore(), Inbox()
+    with pytest.raises(Retry):
+        run_once(store, BINDING, Tool(error=Retry()), inbox, pass_through=(Retry,))
+    stored = Checkpoint.from_dict(store.get(checkpoint_key(BINDING)) or {})
+    assert stored.status is Status.UNCERTAIN
+    assert stored.result is None
+    assert stored.execution is not None
+    assert stored.execution.uncertain is not None
+    assert stored.execution.uncertain.reason == "passed through: Retry"
+    assert inbox.received == []
+
+
+def test_a_handler_error_carries_its_type_as_the_reason_and_the_payload() -> None:
+    outcome = run_once(MemoryStore(), BINDING, Tool(error=ValueError(SECRET)), Inbox())
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.reason == "the tool raised ValueError"
+    assert outcome.payload == {"error": {"type": "ValueError"}}
+    assert SECRET not in repr(outcome)
+
+
+def test_an_unstorable_result_names_its_error_code() -> None:
+    outcome = run_once(MemoryStore(), BINDING, Tool(result={1, 2}), Inbox())
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.reason == "the tool's result could not be stored: PAYLOAD_NOT_JSON"
+    assert outcome.record is not None
+    assert outcome.record.status is Status.UNCERTAIN
+
+
+def test_a_delivered_outcome_carries_the_stored_payload() -> None:
+    store, tool = MemoryStore(), Tool()
+    first = run_once(store, BINDING, tool, Inbox())
+    assert (first.has_payload, first.payload) == (True, tool.result)
+    again = run_once(store, BINDING, tool, Inbox())
+    assert again.status is RunStatus.ALREADY_DELIVERED
+    assert (again.has_payload, again.payload) == (True, tool.result)
+
+
+async def _async_tool() -> int:
+    return 1
+
+
+async def _async_deliver(payload: Any) -> None:
+    del payload
+
+
+@pytest.mark.parametrize("part", ["store", "tool", "deliver"])
+def test_run_once_refuses_async_parts_before_anything_runs(part: str) -> None:
+    store: Any = AsyncMemoryStore() if part == "store" else MemoryStore()
+    tool: Any = _async_tool if part == "tool" else Tool()
+    deliver: Any = _async_deliver if part == "deliver" else Inbox()
+    with pytest.raises(CheckpointError) as raised:
+        run_once(store, BINDING, tool, deliver)
+    assert (raised.value.code, raised.value.field) == (ErrorCode.INVALID_ARGUMENT, part)
+    if part != "store":
+        assert store.get(checkpoint_key(BINDING)) is None  # nothing was written
+
+
+def test_run_once_async_takes_sync_tools_and_deliveries_too() -> None:
+    store, tool, inbox = AsyncMemoryStore(), Tool(), Inbox()
+    outcome = asyncio.run(run_once_async(store, BINDING, tool, inbox))
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert (tool.runs, inbox.received) == (1, [tool.result])
+
+
+class ReadFailsOnce(MemoryStore):
+    """The claim lands but its reply is lost, and the first read-back fails too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.swaps = self.reads = 0
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        self.swaps += 1
+        won = super().compare_and_swap(key, expected_revision, record)
+        if self.swaps == 1:
+            raise OutcomeUnknownError("injected: applied, reply lost")
+        return won
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        self.reads += 1
+        if self.reads == 1:
+            raise StoreError("injected: read failed")
+        return super().get(key)
+
+
+def test_an_own_claim_whose_reply_was_lost_is_read_back_again_and_run() -> None:
+    tool = Tool()
+    outcome = run_once(ReadFailsOnce(), BINDING, tool, Inbox())
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert tool.runs == 1
+
+
+class NeverReadable(ReadFailsOnce):
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise StoreError("injected: read failed")
+
+
+def test_an_own_claim_that_cannot_be_read_back_is_store_unavailable_not_lost() -> None:
+    tool = Tool()
+    outcome = run_once(NeverReadable(), BINDING, tool, Inbox())
+    assert outcome.status is RunStatus.STORE_UNAVAILABLE
+    assert outcome.reason == "could not tell whether the claim landed"
+    assert tool.runs == 0
+
+
+def test_a_duplicate_waits_for_a_call_in_flight_when_asked() -> None:
+    store, inbox = MemoryStore(), Inbox()
+    release, claimed = threading.Event(), threading.Event()
+
+    def slow_tool() -> dict[str, str]:
+        claimed.set()
+        release.wait(10)
+        return {"ok": "done"}
+
+    first = threading.Thread(target=run_once, args=(store, BINDING, slow_tool, inbox))
+    first.start()
+    claimed.wait(10)
+    impatient = run_once(store, BINDING, Tool(), Inbox())
+    assert impatient.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION  # off by default
+    timer = threading.Timer(0.05, release.set)
+    timer.start()
+    waited = run_once(store, BINDING, Tool(), Inbox(), wait_seconds=10, poll_seconds=0.01)
+    first.join()
+    assert waited.status is not RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert waited.has_payload
+    assert waited.payload == {"ok": "done"}
+    assert not waited.ran_tool
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("wait_seconds", -1), ("poll_seconds", "1"), ("wait_seconds", True)]
+)
+def test_bad_wait_options_are_refused(option: str, value: Any) -> None:
+    with pytest.raises(CheckpointError) as raised:
+        run_once(MemoryStore(), BINDING, Tool(), Inbox(), **{option: value})
+    assert (raised.value.code, raised.value.field) == (ErrorCode.INVALID_ARGUMENT, option)
