@@ -11,7 +11,16 @@ from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
-from .runner import RunOutcome, RunStatus, run_once, run_once_async
+from .runner import (
+    DeliveryNotSent,
+    HostProtocol,
+    RunOutcome,
+    RunStatus,
+    ToolOutcomeUnknown,
+    default_error_payload,
+    run_once,
+    run_once_async,
+)
 from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .store import (
     AsyncCheckpointStore,
@@ -49,8 +58,10 @@ __all__ = [
     "CheckpointStore",
     "Decision",
     "Delivery",
+    "DeliveryNotSent",
     "ErrorCode",
     "Execution",
+    "HostProtocol",
     "JSONValue",
     "MemoryStore",
     "OutcomeUnknownError",
@@ -61,6 +72,7 @@ __all__ = [
     "SQLiteStore",
     "Status",
     "StoreError",
+    "ToolOutcomeUnknown",
     "Transition",
     "Uncertainty",
     "checkpoint_key",
@@ -70,6 +82,7 @@ __all__ = [
     "complete_execution",
     "create_checkpoint",
     "decide_checkpoint",
+    "default_error_payload",
     "fingerprint",
     "mark_execution_uncertain",
     "prune_result",
