@@ -1,11 +1,16 @@
-"""Operator work: listing records by status and age, and pruning delivered payloads."""
+"""Operator work: listing records by status and age, pruning delivered payloads, reading
+one record and settling a stuck call through the table's transitions."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 
 from strategies import _walk
 from tool_execution_checkpoint import (
+    TABLE,
     Action,
     Binding,
     CheckpointError,
@@ -13,10 +18,25 @@ from tool_execution_checkpoint import (
     MemoryStore,
     Status,
     checkpoint_key,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
     create_checkpoint,
     decide_checkpoint,
+    mark_execution_uncertain,
 )
-from tool_execution_checkpoint.operations import prune_delivered
+from tool_execution_checkpoint.operations import (
+    NoRecord,
+    Reconciliation,
+    RevisionMoved,
+    complete_stuck_execution,
+    confirm_stuck_delivery,
+    mark_stuck_uncertain,
+    prune_delivered,
+    read_record,
+    release_stuck_delivery,
+)
 
 OLD, NEW, NOW = "2026-01-01T00:00:00Z", "2026-06-01T00:00:00Z", "2026-06-02T00:00:00Z"
 DAY_US = 86_400 * 1_000_000
@@ -142,3 +162,243 @@ def test_list_records_refuses_bad_arguments(arguments: dict[str, object], field:
         store.list_records(statuses, **arguments)  # type: ignore[arg-type]
     assert caught.value.code is ErrorCode.INVALID_ARGUMENT
     assert caught.value.field == field
+
+
+# --- reading one record and reconciling a stuck call ---------------------------------------
+
+SECRET = "s3cret-payload-value"
+STUCK = _binding(99)
+STUCK_KEY = checkpoint_key(STUCK)
+
+
+def _stuck(status: Status, store: MemoryStore | None = None) -> MemoryStore:
+    """A store holding STUCK's record in ``status``, written step by step by CAS."""
+    store = MemoryStore() if store is None else store
+    claim = [lambda r: claim_execution(r, attempt_id="dead-attempt", at=OLD)]
+    complete = [
+        *claim,
+        lambda r: complete_execution(r, attempt_id="dead-attempt", at=OLD, result=SECRET),
+    ]
+    deliver = [*complete, lambda r: claim_delivery(r, delivery_id="dead-delivery", at=OLD)]
+    path: dict[Status, list[Callable[[Any], Any]]] = {
+        Status.READY: [],
+        Status.EXECUTING: claim,
+        Status.UNCERTAIN: [
+            *claim,
+            lambda r: mark_execution_uncertain(r, attempt_id="dead-attempt", at=OLD, reason="t"),
+        ],
+        Status.COMPLETED: complete,
+        Status.DELIVERING: deliver,
+        Status.DELIVERED: [
+            *deliver,
+            lambda r: complete_delivery(r, delivery_id="dead-delivery", at=OLD),
+        ],
+    }
+    record = create_checkpoint(STUCK, created_at=OLD)
+    assert store.create_if_absent(STUCK_KEY, record)
+    for step in path[status]:
+        expected, record = step(record)[1:]
+        assert store.compare_and_swap(STUCK_KEY, expected, record)
+    return store
+
+
+Settle = Callable[..., Reconciliation]
+
+
+class Kind(NamedTuple):
+    """One kind of reconciliation: from which status, by which function, with which
+    arguments, to which status."""
+
+    source: Status
+    settle: Settle
+    extra: dict[str, Any]
+    target: Status
+
+
+KINDS = {
+    "complete-executing": Kind(
+        Status.EXECUTING, complete_stuck_execution, {"result": {"found": 1}}, Status.COMPLETED
+    ),
+    "complete-uncertain-with-an-error": Kind(
+        Status.UNCERTAIN,
+        complete_stuck_execution,
+        {"result": {"error": {"type": "Unknown"}}},
+        Status.COMPLETED,
+    ),
+    "mark-uncertain": Kind(
+        Status.EXECUTING, mark_stuck_uncertain, {"reason": "worker died"}, Status.UNCERTAIN
+    ),
+    "release": Kind(Status.DELIVERING, release_stuck_delivery, {}, Status.COMPLETED),
+    "confirm": Kind(Status.DELIVERING, confirm_stuck_delivery, {}, Status.DELIVERED),
+}
+each_kind = pytest.mark.parametrize("kind", list(KINDS.values()), ids=list(KINDS))
+
+
+@each_kind
+def test_each_reconciliation_takes_the_tables_transition_by_cas(kind: Kind) -> None:
+    source, settle, extra, target = kind
+    store = _stuck(source)
+    before = read_record(store, STUCK_KEY)
+    assert before.status is source
+    done = settle(store, STUCK_KEY, expected_revision=before.revision, at=NOW, **extra)
+    assert done.written
+    assert done.before == before
+    assert done.after.status is target
+    assert done.after.revision == before.revision + 1
+    assert read_record(store, STUCK_KEY) == done.after
+    assert decide_checkpoint(done.after, STUCK).action is TABLE.statuses[target].action
+    if "result" in extra:
+        assert done.after.result is not None
+        assert done.after.result.payload == extra["result"]
+    if "reason" in extra:
+        assert done.after.execution is not None
+        assert done.after.execution.uncertain is not None
+        assert done.after.execution.uncertain.reason == "worker died"
+    if target is Status.COMPLETED and source is Status.DELIVERING:
+        assert done.after.delivery is None  # the next claim sends the same payload
+        assert done.after.result == before.result
+
+
+@each_kind
+def test_a_dry_run_shows_the_next_record_and_writes_nothing(kind: Kind) -> None:
+    source, settle, extra, target = kind
+    store = _stuck(source)
+    stored = store.get(STUCK_KEY)
+    revision = read_record(store, STUCK_KEY).revision
+    done = settle(store, STUCK_KEY, expected_revision=revision, at=NOW, dry_run=True, **extra)
+    assert not done.written
+    assert done.after.status is target
+    assert store.get(STUCK_KEY) == stored
+
+
+@each_kind
+def test_a_moved_revision_is_refused_and_nothing_is_written(kind: Kind) -> None:
+    store = _stuck(kind.source)
+    stored = store.get(STUCK_KEY)
+    revision = read_record(store, STUCK_KEY).revision
+    for seen in (revision - 1, revision + 1):
+        with pytest.raises(RevisionMoved) as caught:
+            kind.settle(store, STUCK_KEY, expected_revision=seen, at=NOW, **kind.extra)
+        assert (caught.value.expected, caught.value.stored) == (seen, revision)
+        assert store.get(STUCK_KEY) == stored
+
+
+class LosesTheSwap(MemoryStore):
+    """Once ``lose`` is set, another writer always gets in between the read and the swap."""
+
+    lose = False
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
+        return not self.lose and super().compare_and_swap(key, expected_revision, record)
+
+
+@each_kind
+def test_a_swap_lost_after_the_read_is_refused_as_moved(kind: Kind) -> None:
+    store = LosesTheSwap()
+    _stuck(kind.source, store)
+    store.lose = True
+    revision = read_record(store, STUCK_KEY).revision
+    with pytest.raises(RevisionMoved) as caught:
+        kind.settle(store, STUCK_KEY, expected_revision=revision, at=NOW, **kind.extra)
+    assert (caught.value.expected, caught.value.stored) == (revision, None)
+
+
+@each_kind
+def test_a_reconciliation_from_another_status_is_an_invalid_transition(kind: Kind) -> None:
+    for status in Status:
+        if status in TABLE.transitions[_transition_of(kind.settle)].sources:
+            continue
+        store = _stuck(status)
+        stored = store.get(STUCK_KEY)
+        revision = read_record(store, STUCK_KEY).revision
+        with pytest.raises(CheckpointError) as caught:
+            kind.settle(store, STUCK_KEY, expected_revision=revision, at=NOW, **kind.extra)
+        assert caught.value.code is ErrorCode.INVALID_TRANSITION, status
+        assert store.get(STUCK_KEY) == stored
+
+
+def _transition_of(settle: Settle) -> str:
+    return {
+        complete_stuck_execution: "complete_execution",
+        mark_stuck_uncertain: "mark_execution_uncertain",
+        release_stuck_delivery: "release_delivery",
+        confirm_stuck_delivery: "complete_delivery",
+    }[settle]
+
+
+@each_kind
+def test_no_record_is_its_own_refusal(kind: Kind) -> None:
+    with pytest.raises(NoRecord) as caught:
+        kind.settle(MemoryStore(), STUCK_KEY, expected_revision=2, at=NOW, **kind.extra)
+    assert STUCK_KEY not in str(caught.value)
+    with pytest.raises(NoRecord):
+        read_record(MemoryStore(), STUCK_KEY)
+
+
+class Unread(MemoryStore):
+    """A store that must not be read."""
+
+    def get(self, key: str) -> Any:
+        del key
+        raise AssertionError("read before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("settle", "arguments", "code", "field"),
+    [
+        (complete_stuck_execution, {"result": float("nan")}, ErrorCode.PAYLOAD_NOT_JSON, "payload"),
+        (
+            complete_stuck_execution,
+            {"result": "x" * 70_000},
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+            "payload",
+        ),
+        (
+            complete_stuck_execution,
+            {"result": 1, "at": "yesterday"},
+            ErrorCode.INVALID_ARGUMENT,
+            "at",
+        ),
+        (mark_stuck_uncertain, {"reason": ""}, ErrorCode.INVALID_ARGUMENT, "reason"),
+        (
+            mark_stuck_uncertain,
+            {"reason": "r", "expected_revision": True},
+            ErrorCode.INVALID_ARGUMENT,
+            "expected_revision",
+        ),
+        (
+            release_stuck_delivery,
+            {"expected_revision": 0},
+            ErrorCode.INVALID_ARGUMENT,
+            "expected_revision",
+        ),
+        (confirm_stuck_delivery, {"key": ""}, ErrorCode.INVALID_ARGUMENT, "key"),
+    ],
+)
+def test_bad_arguments_are_refused_before_the_store_is_read(
+    settle: Settle, arguments: dict[str, Any], code: ErrorCode, field: str
+) -> None:
+    given: dict[str, Any] = {"key": STUCK_KEY, "expected_revision": 2, "at": NOW, **arguments}
+    key = given.pop("key")
+    with pytest.raises(CheckpointError) as caught:
+        settle(Unread(), key, **given)
+    assert (caught.value.code, caught.value.field) == (code, field)
+
+
+def test_no_refusal_or_repr_shows_the_payload_or_the_key() -> None:
+    store = _stuck(Status.DELIVERING)
+    done = confirm_stuck_delivery(store, STUCK_KEY, expected_revision=4, at=NOW, dry_run=True)
+    shown = [repr(done), str(done)]
+    for error in (
+        RevisionMoved(4, 5),
+        RevisionMoved(4, None),
+        NoRecord(),
+    ):
+        shown += [str(error), repr(error)]
+    with pytest.raises(CheckpointError) as caught:
+        complete_stuck_execution(store, STUCK_KEY, expected_revision=4, result={SECRET: 1}, at=NOW)
+    shown += [str(caught.value), repr(caught.value)]
+    for text in shown:
+        assert SECRET not in text
+        assert STUCK_KEY not in text
+        assert STUCK.call_id not in text
