@@ -1,20 +1,25 @@
-"""Exhaustive bounded exploration of the protocol: every interleaving, every crash.
+"""Exhaustive bounded exploration of the host protocol users run: every interleaving, every crash.
 
 An explicit-state search (plain Python, breadth first, with a visited set) over one
-checkpoint shared by W workers that follow the host protocol of the README one store
-operation per step. From every state it tries every worker's next step (each write in
-three versions: it lands, it fails before landing, it lands but the reply is lost), every
-worker's crash and restart, every stale replay of a transition computed earlier, the
-operator's reconciliation of a claim whose owner is gone (directly, or after marking the
-execution uncertain) and the operator's pruning of a delivered payload. The real core
-(the transition table and the functions of ``tool_execution_checkpoint``) computes every
-record, so the search checks the implementation, not a model of it.
+checkpoint shared by W workers. Each worker runs the runner's own step machine,
+:class:`~tool_execution_checkpoint.runner.HostProtocol` (what ``run_once`` drives), one
+request per move, so the search covers the code users call, not a model of it. From every
+state it tries every worker's next request answered every way (a write lands, fails
+before landing, or lands with its reply lost; a read succeeds or fails; the tool returns
+or reports its outcome unknown; a send arrives, is refused, or times out having arrived
+or not), every worker's crash and restart, a second call after a worker's call ends,
+every stale replay of a write computed earlier, the operator's reconciliation of a claim
+whose owner is gone (directly, or after marking the execution uncertain; a delivery is
+confirmed if it arrived and released if not) and the operator's pruning of a delivered
+payload. The real core computes every record.
 
 Checked in every reachable state:
 - the tool ran at most once;
 - a stored payload is the one the single execution produced (or the operator's "did not
   run" payload), until a delivered one is pruned;
-- every delivery carried exactly that payload;
+- every delivery carried exactly that payload, and nothing arrived twice;
+- a finished call never reports its own claim as another worker's, and the payload an
+  outcome carries is the one produced;
 - decide never answers execute once the record was claimed;
 - only the fence holder finishes a claim: every fenced transition the table allows from
   the stored status refuses a foreign id with FENCE_CONFLICT;
@@ -39,27 +44,29 @@ from dataclasses import dataclass, replace
 import icontract
 
 import tool_execution_checkpoint as tec
+from tool_execution_checkpoint.runner import (
+    CallState,
+    Create,
+    Deliver,
+    Get,
+    HostProtocol,
+    Raised,
+    Request,
+    Returned,
+    RunOutcome,
+    RunStatus,
+    RunTool,
+    StoreFault,
+    Swap,
+    ToolOutcomeUnknown,
+    claim_id,
+)
 from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
 
 NOW = "2026-01-01T00:00:00Z"
 BINDING = tec.Binding("explore", "call-1", "tool", "1", "sha256:0")
+CALLS_PER_WORKER = 2  # a worker's first call, and one more after it ends (a reconnect)
 NOT_RUN = json.dumps({"error": "reconciled: the tool did not run"}, separators=(",", ":"))
-
-
-class Step(enum.Enum):
-    """What a worker's next step does."""
-
-    IDLE = "create if absent"
-    LOAD = "load and decide"
-    CLAIM = "CAS the execution claim"
-    RUN = "run the tool"
-    COMPLETE = "CAS the result"
-    RECHECK = "read back the result"
-    CLAIM_DELIVERY = "CAS the delivery claim"
-    SEND = "send"
-    FINISH = "CAS the delivery outcome"
-    RECHECK_DELIVERY = "read back the delivery outcome"
-    DONE = "done"
 
 
 class Write(enum.Enum):
@@ -70,19 +77,23 @@ class Write(enum.Enum):
     LOST_REPLY = "lands, reply lost"
 
 
+class Send(enum.Enum):
+    """How a delivery ends."""
+
+    SENT = "sends"
+    REFUSED = "is refused (known not sent)"
+    ARRIVED = "times out, but it arrived"
+    LOST = "times out, and it did not arrive"
+
+
 @dataclass(frozen=True)
 class Worker:
-    """A host process: only its memory, which a crash wipes (its id counter survives,
-    as a restarted process takes a fresh id)."""
+    """A host process: the call it runs (the runner's own state and next request), which
+    a crash wipes; ``calls`` survives, as a restarted process takes a fresh token."""
 
-    step: Step = Step.IDLE
-    record: tec.Checkpoint | None = None
-    pending: tec.Transition | None = None
-    attempt: str | None = None
-    delivery: str | None = None
-    payload: str | None = None
-    sent: bool = False
-    ids: int = 0
+    call: CallState | None = None
+    request: Request | None = None
+    calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,7 @@ class State:
     stored: tec.Checkpoint | None
     workers: tuple[Worker, ...]
     executions: tuple[tuple[str, str], ...] = ()
-    deliveries: tuple[str, ...] = ()
+    deliveries: tuple[tuple[str, str], ...] = ()
     claimed: bool = False
     reconciled: str | None = None
     history: frozenset[tec.Transition] = frozenset()
@@ -102,12 +113,15 @@ class Violation(AssertionError):
     """A broken invariant, with the trace that reached it."""
 
 
+PROTOCOL = HostProtocol(BINDING, clock=lambda: NOW)
+
+
 def _write(state: State, transition: tec.Transition | None, how: Write) -> tuple[State, bool]:
-    """Apply a write to the store as ``how`` says; return the new state and what the
-    writer learns (True only if it saw its write land)."""
+    """Apply a write to the store as ``how`` says; return the new state and whether it
+    landed."""
     if how is Write.FAILS:
         return state, False
-    if transition is None:
+    if transition is None or transition.expected_revision == 0:
         landed = state.stored is None
         stored = tec.create_checkpoint(BINDING, created_at=NOW) if landed else state.stored
     else:
@@ -119,8 +133,7 @@ def _write(state: State, transition: tec.Transition | None, how: Write) -> tuple
     claimed = state.claimed or (
         landed and transition is not None and transition.next.status is Status.EXECUTING
     )
-    state = replace(state, stored=stored, claimed=claimed)
-    return state, landed and how is Write.LANDS
+    return replace(state, stored=stored, claimed=claimed), landed
 
 
 def _set(state: State, index: int, worker: Worker) -> State:
@@ -129,155 +142,90 @@ def _set(state: State, index: int, worker: Worker) -> State:
     return replace(state, workers=tuple(workers))
 
 
-def _remember(state: State, transition: tec.Transition) -> State:
-    return replace(state, history=state.history | {transition})
-
-
 Moves = Iterator[tuple[str, State]]
 
 
-def _on_idle(state: State, index: int, me: Worker) -> Moves:
-    for how in Write:
-        after, _ = _write(state, None, how)
-        worker = replace(me, step=Step.LOAD)
-        yield f"w{index} creates the record ({how.value})", _set(after, index, worker)
-
-
-def _on_load(state: State, index: int, me: Worker) -> Moves:
+def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State, object]]:
+    """Every way worker ``index``'s request can be answered: (label, world after, answer)."""
+    request, call = me.request, me.call
+    assert request is not None
+    assert call is not None
     name = f"w{index}"
-    if state.stored is None:
-        yield f"{name} loads nothing", _set(state, index, replace(me, step=Step.IDLE))
-        return
-    decision = tec.decide_checkpoint(state.stored, BINDING)
-    claim_id = f"{name}.{me.ids}"
-    if decision.action is Action.EXECUTE:
-        claim = tec.claim_execution(decision.checkpoint, attempt_id=claim_id, at=NOW)
-        worker = replace(me, step=Step.CLAIM, pending=claim, attempt=claim_id, ids=me.ids + 1)
-    elif decision.action is Action.DELIVER:
-        claim = tec.claim_delivery(decision.checkpoint, delivery_id=claim_id, at=NOW)
-        worker = replace(
-            me, step=Step.CLAIM_DELIVERY, pending=claim, delivery=claim_id, ids=me.ids + 1
-        )
-    else:
-        worker = Worker(ids=me.ids, step=Step.DONE)
-        yield f"{name} decides {decision.action.value}", _set(state, index, worker)
-        return
-    yield f"{name} decides {decision.action.value}", _remember(_set(state, index, worker), claim)
+    if isinstance(request, Create | Swap):
+        transition = request.transition if isinstance(request, Swap) else None
+        what = "creates the record" if transition is None else _describe_write(transition)
+        for how in Write:
+            after, landed = _write(state, transition, how)
+            answer = landed if how is Write.LANDS else StoreFault()
+            yield f"{name} {what} ({how.value})", after, answer
+    elif isinstance(request, Get):
+        stored = state.stored
+        yield f"{name} reads", state, None if stored is None else stored.to_dict()
+        yield f"{name} reads (fails)", state, StoreFault()
+    elif isinstance(request, RunTool):
+        assert call.record is not None
+        assert call.record.execution is not None
+        attempt = call.record.execution.attempt_id
+        payload = {"by": attempt}
+        text = json.dumps(payload, separators=(",", ":"))
+        after = replace(state, executions=(*state.executions, (attempt, text)))
+        yield f"{name} runs the tool", after, Returned(payload)
+        unknown = Raised(ToolOutcomeUnknown("timed out"))
+        yield f"{name} runs the tool (its outcome unknown)", after, unknown
+    elif isinstance(request, Deliver):
+        assert call.record is not None
+        assert call.record.delivery is not None
+        delivery = (call.record.delivery.delivery_id, request.result.payload_json)
+        arrived = replace(state, deliveries=(*state.deliveries, delivery))
+        yield f"{name} {Send.SENT.value}", arrived, None
+        yield f"{name} {Send.REFUSED.value}", state, Raised(ConnectionRefusedError())
+        yield f"{name} {Send.ARRIVED.value}", arrived, Raised(TimeoutError())
+        yield f"{name} {Send.LOST.value}", state, Raised(TimeoutError())
+    else:  # Sleep: the explorer's protocol never waits
+        yield f"{name} waits", state, None
 
 
-def _on_claim(state: State, index: int, me: Worker) -> Moves:
-    assert me.pending is not None
-    granted = Step.RUN if me.step is Step.CLAIM else Step.SEND
-    for how in Write:
-        after, won = _write(state, me.pending, how)
-        worker = (
-            replace(me, step=granted, record=me.pending.next)
-            if won
-            else replace(me, step=Step.LOAD)
-        )
-        yield f"w{index} {me.step.value} ({how.value})", _set(after, index, worker)
+def _describe_write(transition: tec.Transition) -> str:
+    return f"swaps {transition.next.status.value}@{transition.next.revision}"
 
 
-def _on_run(state: State, index: int, me: Worker) -> Moves:
-    assert me.record is not None
-    assert me.attempt is not None
-    payload = {"by": me.attempt}
-    text = json.dumps(payload, separators=(",", ":"))
-    done = tec.complete_execution(me.record, attempt_id=me.attempt, at=NOW, result=payload)
-    worker = replace(me, step=Step.COMPLETE, pending=done, payload=text)
-    after = replace(state, executions=(*state.executions, (me.attempt, text)))
-    yield f"w{index} runs the tool", _remember(_set(after, index, worker), done)
-
-
-def _on_finish(state: State, index: int, me: Worker) -> Moves:
-    assert me.pending is not None
-    completing = me.step is Step.COMPLETE
-    for how in Write:
-        after, won = _write(state, me.pending, how)
-        if won:
-            worker = (
-                replace(me, step=Step.LOAD) if completing else Worker(ids=me.ids, step=Step.DONE)
-            )
-        else:
-            worker = replace(me, step=Step.RECHECK if completing else Step.RECHECK_DELIVERY)
-        yield f"w{index} {me.step.value} ({how.value})", _set(after, index, worker)
-
-
-def _on_recheck(state: State, index: int, me: Worker) -> Moves:
-    stored = state.stored
-    assert stored is not None
-    owned = stored.execution is not None and stored.execution.attempt_id == me.attempt
-    if owned and me.attempt is not None and stored.status in (Status.EXECUTING, Status.UNCERTAIN):
-        assert me.payload is not None
-        result = json.loads(me.payload)
-        done = tec.complete_execution(stored, attempt_id=me.attempt, at=NOW, result=result)
-        worker = replace(me, step=Step.COMPLETE, pending=done)
-        yield f"w{index} reads back: still its claim", _remember(_set(state, index, worker), done)
-    else:
-        yield f"w{index} reads back: moved on", _set(state, index, replace(me, step=Step.LOAD))
-
-
-def _on_send(state: State, index: int, me: Worker) -> Moves:
-    record = me.record
-    assert record is not None
-    assert record.result is not None
-    assert me.delivery is not None
-    for sent in (True, False):
-        finish = tec.complete_delivery if sent else tec.release_delivery
-        outcome = finish(record, delivery_id=me.delivery, at=NOW)
-        after = state
-        if sent:
-            after = replace(state, deliveries=(*state.deliveries, record.result.payload_json))
-        worker = replace(me, step=Step.FINISH, pending=outcome, sent=sent)
-        label = "sends" if sent else "fails to send (known)"
-        yield f"w{index} {label}", _remember(_set(after, index, worker), outcome)
-
-
-def _on_recheck_delivery(state: State, index: int, me: Worker) -> Moves:
-    stored = state.stored
-    assert stored is not None
-    owned = stored.delivery is not None and stored.delivery.delivery_id == me.delivery
-    if owned and me.delivery is not None and stored.status is Status.DELIVERING:
-        finish = tec.complete_delivery if me.sent else tec.release_delivery
-        outcome = finish(stored, delivery_id=me.delivery, at=NOW)
-        worker = replace(me, step=Step.FINISH, pending=outcome)
-        label = f"w{index} reads back: still its delivery"
-        yield label, _remember(_set(state, index, worker), outcome)
-    else:
-        yield f"w{index} reads back: moved on", _set(state, index, replace(me, step=Step.LOAD))
-
-
-_STEPS: dict[Step, Callable[[State, int, Worker], Moves]] = {
-    Step.IDLE: _on_idle,
-    Step.LOAD: _on_load,
-    Step.CLAIM: _on_claim,
-    Step.CLAIM_DELIVERY: _on_claim,
-    Step.RUN: _on_run,
-    Step.COMPLETE: _on_finish,
-    Step.FINISH: _on_finish,
-    Step.RECHECK: _on_recheck,
-    Step.SEND: _on_send,
-    Step.RECHECK_DELIVERY: _on_recheck_delivery,
-}
-
-
-def _worker_moves(state: State, index: int) -> Moves:
-    """Every way worker ``index``'s next step can go."""
+def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
+    """Every way worker ``index``'s next request can go, through the runner's machine."""
     me = state.workers[index]
-    return _STEPS[me.step](state, index, me)
+    if me.request is None:
+        request, call = protocol.start(f"w{index}.{me.calls}")
+        me = Worker(call, request, me.calls + 1)
+    for label, after, answer in _answers(state, index, me):
+        assert me.call is not None
+        following, call = protocol.step(me.call, answer)
+        if isinstance(following, RunOutcome):
+            _check_outcome(after, call, following)
+            worker = Worker(calls=me.calls)
+            yield f"{label}; {following.status.value}", _set(after, index, worker)
+            continue
+        history = after.history
+        if isinstance(following, Swap):  # computed now: a stale copy may land later
+            history = history | {following.transition}
+        worker = Worker(call, following, me.calls)
+        yield label, replace(_set(after, index, worker), history=history)
+
+
+def _check_outcome(state: State, call: CallState, outcome: RunOutcome) -> None:
+    record = outcome.record
+    lost = outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    if lost and record is not None and call.owns(claim_id(record)):
+        raise Violation("a call reported its own claim as another worker's")
+    result = record.result if record is not None else None
+    if outcome.has_payload and result is not None and result.payload_json != _produced(state):
+        raise Violation("an outcome carried another payload than the one produced")
+
+
+def _produced(state: State) -> str | None:
+    return state.executions[0][1] if state.executions else state.reconciled
 
 
 def _claim_is_live(state: State, stored: tec.Checkpoint) -> bool:
-    executing = (Step.RUN, Step.COMPLETE, Step.RECHECK)
-    delivering = (Step.SEND, Step.FINISH, Step.RECHECK_DELIVERY)
-    for worker in state.workers:
-        attempt = stored.execution.attempt_id if stored.execution is not None else None
-        delivery = stored.delivery.delivery_id if stored.delivery is not None else None
-        if worker.attempt == attempt and attempt is not None and worker.step in executing:
-            return True
-        if worker.delivery == delivery and delivery is not None and worker.step in delivering:
-            return True
-    return False
+    return any(worker.call is not None and worker.call.holds(stored) for worker in state.workers)
 
 
 def _operator_moves(state: State) -> Iterator[tuple[str, State]]:
@@ -298,9 +246,9 @@ def _operator_moves(state: State) -> Iterator[tuple[str, State]]:
         return
     if stored.delivery is not None:
         owner = stored.delivery.delivery_id
-        sent = any(w.delivery == owner and w.sent for w in state.workers) or _delivered_by(
-            state, owner
-        )
+        # The operator asks the provider's history: it confirms what arrived and
+        # releases only what did not.
+        sent = any(delivery_id == owner for delivery_id, _ in state.deliveries)
         finish = tec.complete_delivery if sent else tec.release_delivery
         after, _ = _write(state, finish(stored, delivery_id=owner, at=NOW), Write.LANDS)
         yield f"operator {finish.__name__}", after
@@ -327,18 +275,14 @@ def _operator_moves(state: State) -> Iterator[tuple[str, State]]:
         yield f"operator {label} ({'ran' if ran else 'did not run'})", current
 
 
-def _delivered_by(state: State, delivery_id: str) -> bool:
-    del state, delivery_id
-    return False  # a dead worker's send is unknown: the operator releases, never assumes
-
-
-def successors(state: State) -> Iterator[tuple[str, State]]:
+def successors(state: State, protocol: HostProtocol = PROTOCOL) -> Iterator[tuple[str, State]]:
     """Every move from ``state``, labelled for a trace."""
     for index, worker in enumerate(state.workers):
-        if worker.step is not Step.DONE:
-            yield from _worker_moves(state, index)
-        if worker.step not in (Step.IDLE, Step.DONE):
-            yield f"w{index} crashes and restarts", _set(state, index, Worker(ids=worker.ids))
+        if worker.calls < CALLS_PER_WORKER or worker.request is not None:
+            yield from _worker_moves(state, index, protocol)
+        if worker.request is not None:
+            restarted = Worker(calls=worker.calls)
+            yield f"w{index} crashes and restarts", _set(state, index, restarted)
     for transition in sorted(state.history, key=lambda t: (t.expected_revision, t.next.to_json())):
         after, landed = _write(state, transition, Write.LANDS)
         if landed:
@@ -373,10 +317,12 @@ def check(state: State) -> None:
     """Raise Violation if ``state`` breaks an invariant."""
     if len(state.executions) > 1:
         raise Violation(f"the tool ran {len(state.executions)} times")
-    produced = state.executions[0][1] if state.executions else state.reconciled
-    for delivered in state.deliveries:
+    produced = _produced(state)
+    for _, delivered in state.deliveries:
         if delivered != produced:
             raise Violation("a delivery carried another payload than the one produced")
+    if len(state.deliveries) > 1:
+        raise Violation(f"the payload arrived {len(state.deliveries)} times")
     stored = state.stored
     if stored is None:
         return
@@ -406,8 +352,9 @@ class Report:
     trace: tuple[str, ...] = ()
 
 
-def explore(workers: int, depth: int) -> Report:
-    """Breadth-first search of every state within ``depth`` moves of the start."""
+def explore(workers: int, depth: int, protocol: HostProtocol = PROTOCOL) -> Report:
+    """Breadth-first search of every state within ``depth`` moves of the start, the
+    workers running ``protocol`` (the runner's own unless a test passes a broken one)."""
     start = State(stored=None, workers=tuple(Worker() for _ in range(workers)))
     parents: dict[State, tuple[State | None, str]] = {start: (None, "start")}
     frontier: deque[tuple[State, int]] = deque([(start, 0)])
@@ -433,7 +380,7 @@ def explore(workers: int, depth: int) -> Report:
         if level == depth:
             continue
         try:
-            for label, following in successors(state):
+            for label, following in successors(state, protocol):
                 moves += 1
                 if following in parents:
                     continue

@@ -12,6 +12,7 @@ from tool_execution_checkpoint.runner import (
     CallState,
     HostProtocol,
     Phase,
+    RunStatus,
     RunTool,
     Step,
     StoreFault,
@@ -49,8 +50,15 @@ class ReleasesUnknownDeliveries(HostProtocol):
 
 
 class ReportsOwnClaimAsLost(HostProtocol):
-    """Takes a read-back that failed for a write that did not land: a claim of its own
-    that landed with its reply lost is then reported as another worker's."""
+    """The runner before the step machine: it takes a read-back that failed for a claim
+    that did not land, and a call whose claim did not seem to land reports a claimed
+    record as another worker's without asking whose claim it carries."""
+
+    def decide(self, state: CallState, record: Checkpoint) -> Step:
+        claimed = record.status in (Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING)
+        if state.lost and claimed:
+            return self.finish(replace(state, record=record), RunStatus.LOST_TO_ANOTHER_WORKER)
+        return super().decide(state, record)
 
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         if isinstance(answer, StoreFault) and state.writing is Phase.CLAIM:

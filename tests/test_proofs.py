@@ -15,11 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from broken_hosts import (
+    ActsOnLostClaims,
+    ReleasesUnknownDeliveries,
+    ReportsOwnClaimAsLost,
+    RerunsOnReconcile,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "proofs"))
 
 from crosshair_check import Verdict, check, classify  # noqa: E402
-from explore import explore  # noqa: E402
+from explore import BINDING, NOW, explore  # noqa: E402
 
 TRANSITIONS = "transitions.py"
 
@@ -92,7 +99,7 @@ def mutant(tmp_path: Path, invariant: str) -> Path:
     return tmp_path / "src"
 
 
-@pytest.mark.parametrize(("workers", "depth", "at_least"), [(2, 12, 20_000), (3, 9, 8_000)])
+@pytest.mark.parametrize(("workers", "depth", "at_least"), [(2, 11, 60_000), (3, 8, 30_000)])
 def test_the_explorer_finds_nothing_in_the_core_at_its_fast_bound(
     workers: int, depth: int, at_least: int
 ) -> None:
@@ -110,7 +117,7 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
         "TOOL_CHECKPOINT_CONTRACTS": "0",  # the explorer must find it on its own
     }
     run = subprocess.run(
-        [sys.executable, str(ROOT / "proofs" / "explore.py"), "--workers", "2", "--depth", "12"],
+        [sys.executable, str(ROOT / "proofs" / "explore.py"), "--workers", "2", "--depth", "11"],
         capture_output=True,
         text=True,
         env=environment,
@@ -121,6 +128,29 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
     assert "COUNTEREXAMPLE" in run.stdout
     assert EXPLORER_CATCHES[invariant] in run.stdout
     assert "  1. w0 creates the record" in run.stdout  # a readable trace of worker steps
+
+
+BROKEN_HOSTS = {
+    "acting on a lost claim": (ActsOnLostClaims, "the tool ran 2 times"),
+    "rerunning on reconcile": (RerunsOnReconcile, "the tool ran 2 times"),
+    "releasing a delivery of unknown outcome": (
+        ReleasesUnknownDeliveries,
+        "the payload arrived 2 times",
+    ),
+    "reporting a landed own claim as another worker's": (
+        ReportsOwnClaimAsLost,
+        "reported its own claim as another worker's",
+    ),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BROKEN_HOSTS))
+def test_the_explorer_catches_a_seeded_runner_bug(bug: str) -> None:
+    host, message = BROKEN_HOSTS[bug]
+    report = explore(workers=2, depth=11, protocol=host(BINDING, clock=lambda: NOW))
+    assert report.violation is not None
+    assert message in report.violation
+    assert report.trace[1].startswith("w0 creates the record")
 
 
 @pytest.mark.parametrize("invariant", sorted(CROSSHAIR_CATCHES))

@@ -79,6 +79,7 @@ __all__ = [
     "StoreFault",
     "Swap",
     "ToolOutcomeUnknown",
+    "claim_id",
     "default_error_payload",
     "run_once",
     "run_once_async",
@@ -326,11 +327,15 @@ class CallState:
     def holds(self, record: Checkpoint) -> bool:
         """Whether this call is still going and made the claim ``record`` carries (so the
         tool may be running, or a send may be under way, on its behalf)."""
-        if self.phase is Phase.DONE:
-            return False
-        if record.delivery is not None:
-            return self.owns(record.delivery.delivery_id)
-        return record.execution is not None and self.owns(record.execution.attempt_id)
+        return self.phase is not Phase.DONE and self.owns(claim_id(record))
+
+
+def claim_id(record: Checkpoint) -> str | None:
+    """The id of the latest claim ``record`` carries: its delivery id, else its attempt
+    id, else None."""
+    if record.delivery is not None:
+        return record.delivery.delivery_id
+    return record.execution.attempt_id if record.execution is not None else None
 
 
 Step: TypeAlias = tuple[Request | RunOutcome, CallState]
@@ -439,7 +444,8 @@ class HostProtocol:
             return self.finish(state, RunStatus.ALREADY_DELIVERED)
         if record.status is Status.EXECUTING and not state.ran and state.polls < self.polls:
             return Sleep(self.poll_seconds), replace(state, phase=Phase.WAIT, polls=state.polls + 1)
-        if state.lost or state.ran:  # another worker holds a claim this call did not win
+        if (state.lost or state.ran) and not state.owns(claim_id(record)):
+            # another worker holds a claim this call did not win
             return self.finish(state, RunStatus.LOST_TO_ANOTHER_WORKER)
         if action is Action.RECONCILE_DELIVERY:
             return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION)
@@ -546,6 +552,8 @@ class HostProtocol:
                 max_payload_bytes=self.max_payload_bytes,
             )
         except CheckpointError as error:
+            if error.code not in _UNSTORABLE:
+                raise  # not the result's fault: a broken record or core is never hidden
             why = f"the tool's result could not be stored: {error.code.value}"
             return self.mark(state, why, reraise=False)
         return self.write(replace(state, reason=reason), Phase.STORE, done)
@@ -665,6 +673,10 @@ class HostProtocol:
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "the call is finished", field="state")
+
+
+_UNSTORABLE = frozenset({ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXCEEDED})
+"""The refusals of a result that mark the execution uncertain instead of being raised."""
 
 
 def _creation(record: Checkpoint) -> Transition:

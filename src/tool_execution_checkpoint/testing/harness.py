@@ -50,6 +50,7 @@ from ..runner import (
     StoreFault,
     Swap,
     ToolOutcomeUnknown,
+    claim_id,
     default_error_payload,
 )
 from ..store import CheckpointStore, StoreError, checkpoint_key
@@ -288,10 +289,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         worker.outcomes.append(outcome)
         record = outcome.record
         if outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER and record is not None:
-            claim = record.delivery.delivery_id if record.delivery is not None else None
-            if claim is None and record.execution is not None:
-                claim = record.execution.attempt_id
-            assert not state.owns(claim), "a call reported its own claim as another worker's"
+            assert not state.owns(claim_id(record)), (
+                "a call reported its own claim as another worker's"
+            )
         if outcome.has_payload:
             assert record is not None and record.result is not None
             produced = self._produced(self.truths[worker.key])
