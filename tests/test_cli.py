@@ -18,10 +18,13 @@ import redis
 
 from postgres_server import PostgresServer, free_port, postgres_server, postgres_url  # noqa: F401
 from redis_server import redis_url  # noqa: F401
+from test_operations import SECRET as PAYLOAD
+from test_operations import STUCK, STUCK_KEY, place_stuck
 from tool_execution_checkpoint import (
     TABLE,
     Binding,
     SQLiteStore,
+    Status,
     checkpoint_key,
     claim_execution,
     cli,
@@ -547,3 +550,393 @@ def test_a_store_option_the_url_does_not_take_is_a_usage_error(
     assert code == 2
     assert message in err
     assert list(tmp_path.iterdir()) == []  # refused before anything was opened
+
+
+# --- show, list's keys and ages, reconcile ---------------------------------------------------
+
+
+def _stuck_sqlite(tmp_path: Path, status: Status) -> str:
+    """A SQLite store holding STUCK's record in ``status``; returns its URL."""
+    store = SQLiteStore(tmp_path / "stuck.db")
+    place_stuck(store, status)
+    store.close()
+    return f"sqlite://{tmp_path / 'stuck.db'}"
+
+
+def _stored(url: str) -> Any:
+    store = SQLiteStore(urlsplit(url).path)
+    try:
+        return store.get(STUCK_KEY)
+    finally:
+        store.close()
+
+
+def test_show_prints_the_whole_record_and_the_payload_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.DELIVERING)
+    assert cli.main(["show", url, STUCK_KEY]) == 0
+    text = capsys.readouterr().out
+    for shown in (
+        STUCK_KEY,
+        "delivering (decide: reconcile-delivery)",
+        "revision:         4",
+        STUCK.call_id,
+        "tool, revision 1",
+        "dead-attempt",
+        "dead-delivery",
+        f"{len(json.dumps(PAYLOAD))} bytes of JSON",
+        "pass --payload",
+    ):
+        assert shown in text, shown
+    assert PAYLOAD not in text
+    assert cli.main(["show", url, STUCK_KEY, "--format", "json"]) == 0
+    shown_json = json.loads(capsys.readouterr().out)
+    assert shown_json["key"] == STUCK_KEY
+    assert shown_json["decide"] == "reconcile-delivery"
+    assert shown_json["payloadBytes"] == len(json.dumps(PAYLOAD))
+    assert shown_json["record"]["delivery"]["deliveryId"] == "dead-delivery"
+    assert "payload" not in shown_json["record"]["result"]
+    assert PAYLOAD not in json.dumps(shown_json)
+    assert cli.main(["show", url, STUCK_KEY, "--payload"]) == 0
+    assert PAYLOAD in capsys.readouterr().out
+    assert cli.main(["show", url, STUCK_KEY, "--payload", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["record"]["result"]["payload"] == PAYLOAD
+
+
+def test_show_an_uncertain_record_gives_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.UNCERTAIN)
+    assert cli.main(["show", url, STUCK_KEY]) == 0
+    text = capsys.readouterr().out
+    assert "uncertain:" in text
+    assert "reconcile-execution" in text
+
+
+def test_a_missing_key_is_its_own_exit_code_not_an_invalid_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    other = checkpoint_key(Binding("cli", "nobody", "tool", "1", "sha256:0"))
+    assert cli.main(["show", url, other]) == cli.Exit.NO_RECORD
+    assert cli.main(["inspect", "--url", url, "--key", other]) == cli.Exit.NO_RECORD
+    arguments = ["reconcile", url, other, "--revision", "2", "--mark-uncertain", "dead"]
+    assert cli.main(arguments) == cli.Exit.NO_RECORD
+    assert other not in capsys.readouterr().err
+
+
+def test_list_shows_each_key_and_age_and_reports_stuck_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)  # updated in 2026-01, long ago
+    assert cli.main(["list", url, "--status", "executing", "--older-than", "1h"]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:4] == ["key", "status", "rev", "age"]
+    assert STUCK_KEY in table
+    assert re.search(r"\d+d \d+h", table)
+    arguments = ["list", url, "--status", "executing", "--older-than", "2d", "--format", "json"]
+    assert cli.main(arguments) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["key"] for row in rows] == [STUCK_KEY]
+    assert rows[0]["age_seconds"] > 86_400
+    # updated long ago, not within the last 100,000 days: nothing that young is stuck
+    assert cli.main([*arguments[:5], "100000d", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize("text", ["1x", "-5", "h", ""])
+def test_a_bad_duration_is_a_usage_error(text: str, tmp_path: Path) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["list", url, "--older-than", text])
+    assert caught.value.code == 2
+
+
+def test_durations_ages_and_exit_codes() -> None:
+    assert (cli.Exit.NO_RECORD, cli.Exit.REVISION_MOVED, cli.Exit.NOT_ALLOWED) == (6, 7, 8)
+    assert [cli.duration(t) for t in ("90", "90s", "15m", "2h", "1.5d")] == [
+        90,
+        90,
+        900,
+        7_200,
+        129_600,
+    ]
+    assert [cli.format_age(s) for s in (0, 45, 725, 12_000, 190_000)] == [
+        "0s",
+        "45s",
+        "12m 5s",
+        "3h 20m",
+        "2d 4h",
+    ]
+
+
+RECONCILE_KINDS = {
+    "complete-executing-from-a-file": (Status.EXECUTING, ["--complete", "FILE"], "completed"),
+    "complete-uncertain-from-stdin": (Status.UNCERTAIN, ["--complete", "-"], "completed"),
+    "complete-with-an-error": (
+        Status.EXECUTING,
+        ["--complete-error", "ToolOutcomeLost"],
+        "completed",
+    ),
+    "mark-uncertain": (Status.EXECUTING, ["--mark-uncertain", "worker died"], "uncertain"),
+    "release": (Status.DELIVERING, ["--release-delivery"], "completed"),
+    "confirm": (Status.DELIVERING, ["--confirm-delivery"], "delivered"),
+}
+FOUND = {"messageId": "found-in-the-mail-log"}
+
+
+def _action(action: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The action's arguments, with FILE written and stdin fed the found result."""
+    found = tmp_path / "found.json"
+    found.write_text(json.dumps(FOUND), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(FOUND)))
+    return [str(found) if part == "FILE" else part for part in action]
+
+
+@pytest.mark.parametrize("kind", list(RECONCILE_KINDS.values()), ids=list(RECONCILE_KINDS))
+def test_reconcile_takes_each_kind_by_cas_on_sqlite(
+    kind: tuple[Status, list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source, action, target = kind
+    url = _stuck_sqlite(tmp_path, source)
+    revision = _stored(url)["revision"]
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", str(revision)]
+    assert cli.main([*arguments, *_action(action, tmp_path, monkeypatch)]) == 0
+    out = capsys.readouterr().out
+    assert f"{source} at revision {revision} -> {target} at revision {revision + 1}" in out
+    assert "(written)" in out
+    assert PAYLOAD not in out
+    assert FOUND["messageId"] not in out
+    stored = _stored(url)
+    assert (stored["status"], stored["revision"]) == (target, revision + 1)
+    if action[0] == "--complete":
+        assert stored["result"]["payload"] == FOUND
+    if action[0] == "--complete-error":
+        assert stored["result"]["payload"] == {"error": {"type": "ToolOutcomeLost"}}
+    if action[0] == "--mark-uncertain":
+        assert stored["execution"]["uncertain"]["reason"] == "worker died"
+
+
+@pytest.mark.parametrize("kind", list(RECONCILE_KINDS.values()), ids=list(RECONCILE_KINDS))
+def test_reconcile_dry_run_shows_the_next_record_and_writes_nothing(
+    kind: tuple[Status, list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source, action, target = kind
+    url = _stuck_sqlite(tmp_path, source)
+    before = _stored(url)
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", str(before["revision"]), "--dry-run"]
+    assert cli.main([*arguments, *_action(action, tmp_path, monkeypatch), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["written"] is False
+    assert (shown["record"]["status"], shown["record"]["revision"]) == (
+        target,
+        before["revision"] + 1,
+    )
+    assert _stored(url) == before
+
+
+@pytest.mark.parametrize("kind", list(RECONCILE_KINDS.values()), ids=list(RECONCILE_KINDS))
+def test_reconcile_refuses_a_revision_that_moved(
+    kind: tuple[Status, list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source, action, _ = kind
+    url = _stuck_sqlite(tmp_path, source)
+    before = _stored(url)
+    seen = str(before["revision"] - 1)
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", seen]
+    assert cli.main([*arguments, *_action(action, tmp_path, monkeypatch)]) == 7
+    assert "moved" in capsys.readouterr().err
+    assert _stored(url) == before
+
+
+@pytest.mark.parametrize(
+    ("status", "action"),
+    [
+        (Status.COMPLETED, ["--complete-error", "X"]),
+        (Status.DELIVERING, ["--mark-uncertain", "dead"]),
+        (Status.UNCERTAIN, ["--mark-uncertain", "dead"]),
+        (Status.EXECUTING, ["--release-delivery"]),
+        (Status.DELIVERED, ["--confirm-delivery"]),
+    ],
+)
+def test_reconcile_from_a_status_that_does_not_allow_it_exits_8(
+    status: Status, action: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, status)
+    before = _stored(url)
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", str(before["revision"]), *action]
+    assert cli.main(arguments) == cli.Exit.NOT_ALLOWED
+    assert "INVALID_TRANSITION" in capsys.readouterr().err
+    assert _stored(url) == before
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        (["--complete", "-"], "JSON"),  # stdin holds no JSON
+        (["--complete-error", ""], "INVALID_ARGUMENT"),
+        (["--mark-uncertain", "a\nb"], "INVALID_ARGUMENT"),
+    ],
+)
+def test_reconcile_refuses_a_bad_action_before_the_store_changes(
+    action: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    before = _stored(url)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"not json {PAYLOAD}"))
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", "2", *action]
+    assert cli.main(arguments) == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert PAYLOAD not in err
+    assert _stored(url) == before
+
+
+def test_reconcile_refuses_a_found_result_over_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps("x" * 100), encoding="utf-8")
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", "2", "--complete", str(big)]
+    assert cli.main([*arguments, "--max-payload-bytes", "50"]) == 2
+    assert "PAYLOAD_LIMIT_EXCEEDED" in capsys.readouterr().err
+    assert cli.main([*arguments, "--max-payload-bytes", "200"]) == 0
+
+
+def test_reconcile_needs_exactly_one_action(tmp_path: Path) -> None:
+    url = _stuck_sqlite(tmp_path, Status.DELIVERING)
+    for actions in ([], ["--release-delivery", "--confirm-delivery"]):
+        with pytest.raises(SystemExit) as caught:
+            cli.main(["reconcile", url, STUCK_KEY, "--revision", "4", *actions])
+        assert caught.value.code == 2
+
+
+# --- a newcomer's first minutes ----------------------------------------------------------------
+
+
+def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tool_execution_checkpoint", *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_inspect_on_a_sqlite_store_file_says_what_it_is_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    _stuck_sqlite(tmp_path, Status.EXECUTING)
+    run = _cli("inspect", "stuck.db", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert "stuck.db is a SQLite store, not a JSON record" in run.stderr
+    assert "list sqlite:stuck.db" in run.stderr
+
+
+def test_inspect_on_bytes_that_are_not_utf8_is_an_invalid_record(tmp_path: Path) -> None:
+    (tmp_path / "junk").write_bytes(b"\xf8\xff{not json")
+    run = _cli("inspect", "junk", cwd=tmp_path)
+    assert run.returncode == 3
+    assert "Traceback" not in run.stderr
+    assert "invalid: INVALID_CHECKPOINT" in run.stdout
+
+
+def test_the_demo_refuses_an_existing_file_and_says_why(tmp_path: Path) -> None:
+    assert _cli("demo", "--path", "demo.db", cwd=tmp_path).returncode == 0
+    before = (tmp_path / "demo.db").read_bytes()
+    again = _cli("demo", "--path", "demo.db", cwd=tmp_path)
+    assert again.returncode == 2
+    assert "ran more than once" not in again.stderr
+    assert "demo.db exists" in again.stderr
+    assert "earlier demo" in again.stderr
+    assert (tmp_path / "demo.db").read_bytes() == before
+
+
+def test_the_demo_says_its_default_file_is_temporary_and_a_given_one_is_kept(
+    tmp_path: Path,
+) -> None:
+    run = _cli("demo", cwd=tmp_path)
+    assert run.returncode == 0
+    assert "a temporary file, deleted when the demo ends" in run.stdout
+    path = re.search(r"SQLiteStore at (\S+)", run.stdout)
+    assert path is not None
+    assert not Path(path.group(1)).exists()
+    kept = _cli("demo", "--path", "kept.db", cwd=tmp_path)
+    assert "kept afterwards" in kept.stdout
+    assert "tool-checkpoint show sqlite:kept.db tec1-" in kept.stdout
+    assert (tmp_path / "kept.db").exists()
+
+
+def test_list_on_a_missing_file_is_refused_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    assert cli.main(["list", f"sqlite://{missing}"]) == 4
+    assert "no SQLite file" in capsys.readouterr().err
+    assert not missing.exists()
+    assert cli.main(["list", "missing.db"]) == 2
+    assert "sqlite:missing.db" in capsys.readouterr().err
+
+
+def test_a_relative_sqlite_url_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stuck_sqlite(tmp_path, Status.EXECUTING)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "stuck.db").rename(tmp_path / "sub" / "stuck.db")
+    monkeypatch.chdir(tmp_path)
+    for url in (
+        "sqlite:sub/stuck.db",
+        "sqlite:./sub/stuck.db",
+        "sqlite:sub/stuck.db?busy_timeout=1",
+    ):
+        assert cli.main(["list", url, "--format", "json"]) == 0, url
+        assert [row["key"] for row in json.loads(capsys.readouterr().out)] == [STUCK_KEY]
+    assert cli.main(["list", "sqlite://sub/stuck.db"]) == 2
+    assert "sqlite:relative/path" in capsys.readouterr().err
+
+
+def test_check_store_leaves_nothing_in_the_working_directory(tmp_path: Path) -> None:
+    run = _cli(
+        "check-store",
+        "tool_execution_checkpoint.memory:MemoryStore",
+        "--examples",
+        "2",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_is_plain_text_and_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    shown = capsys.readouterr().out
+    assert "``" not in shown
+    for code, meaning in cli.EXIT_MEANINGS.items():
+        assert f"  {code.value}  " in shown
+        assert " ".join(meaning.split()[:3]) in " ".join(shown.split())
+
+
+def test_the_readme_documents_every_exit_code() -> None:
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
+    for code, meaning in cli.EXIT_MEANINGS.items():
+        assert f"| {code.value} | {meaning} |" in readme, code

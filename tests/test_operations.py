@@ -14,6 +14,7 @@ from tool_execution_checkpoint import (
     Action,
     Binding,
     CheckpointError,
+    CheckpointStore,
     ErrorCode,
     MemoryStore,
     Status,
@@ -174,6 +175,13 @@ STUCK_KEY = checkpoint_key(STUCK)
 def _stuck(status: Status, store: MemoryStore | None = None) -> MemoryStore:
     """A store holding STUCK's record in ``status``, written step by step by CAS."""
     store = MemoryStore() if store is None else store
+    place_stuck(store, status)
+    return store
+
+
+def place_stuck(store: CheckpointStore, status: Status) -> None:
+    """Write STUCK's record in ``status`` into ``store``, step by step by CAS, as a
+    worker (attempt ``dead-attempt``, delivery ``dead-delivery``) that then died."""
     claim = [lambda r: claim_execution(r, attempt_id="dead-attempt", at=OLD)]
     complete = [
         *claim,
@@ -199,7 +207,6 @@ def _stuck(status: Status, store: MemoryStore | None = None) -> MemoryStore:
     for step in path[status]:
         expected, record = step(record)[1:]
         assert store.compare_and_swap(STUCK_KEY, expected, record)
-    return store
 
 
 Settle = Callable[..., Reconciliation]

@@ -1,26 +1,29 @@
 """The command line: ``tool-checkpoint`` (or ``python -m tool_execution_checkpoint``).
 
 Commands:
-  demo     the README's main job: one agent turn on the embedded SQLite store in which
-           the tool runs, the result's POST fails, the host restarts, and recovery
-           delivers the stored result without running the tool again.
-  spec     print the transition table as text, Markdown, Mermaid or JSON.
-  inspect  read a record (a file, stdin, or a store URL and key): valid or not, and what
-           decide says.
-  list     list records by status and minimum age on a store URL.
-  prune    drop the payloads of delivered records older than a retention window.
+  demo       the README's main job: one agent turn on the embedded SQLite store in which
+             the tool runs, the result's POST fails, the host restarts, and recovery
+             delivers the stored result without running the tool again.
+  spec       print the transition table as text, Markdown, Mermaid or JSON.
+  inspect    read a record (a JSON file, stdin, or a store URL and key): valid or not,
+             and what decide says.
+  show       the whole record under a key (the payload only with --payload).
+  list       records by status and minimum age, with their keys and ages.
+  reconcile  settle a stuck record through the table's transitions, by compare-and-swap
+             from the revision the operator saw (see :mod:`.operations`).
+  prune      drop the payloads of delivered records older than a retention window.
   check-store
-           run the conformance checks, the model-based harness and the threaded stress
-           against a store factory (module:callable returning a fresh, empty store) or a
-           store URL (each check gets a fresh, empty table, key prefix or file inside the
-           target, removed afterwards; existing records are never touched).
+             run the conformance checks, the model-based harness and the threaded stress
+             against a store factory (module:callable returning a fresh, empty store) or a
+             store URL (each check gets a fresh, empty table, key prefix or file inside the
+             target, removed afterwards; existing records are never touched).
 
-Store URLs: sqlite:///path, postgresql://..., redis://... (the last two need the
-postgres or redis extra).
+Store URLs: sqlite:///absolute/path or sqlite:relative/path, postgresql://...,
+redis://... (the last two need the postgres or redis extra). A command never creates a
+store: a SQLite file that does not exist is refused.
 
-Exit codes: 0 success; 1 the demo saw the tool run more than once; 2 bad usage or a bad
-store URL; 3 an invalid record; 4 the store failed (unreachable, refused, ...); 5 the
-store failed a conformance check. No message shows a URL's password.
+The exit codes are :class:`Exit`; no message shows a URL's password, and none shows a
+payload unless ``show --payload`` asks for it.
 
 ``list`` and ``prune`` show progress on stderr (see :mod:`.progress`): a line redrawn in
 place on a terminal, nothing but rare plain lines otherwise, so piped output stays clean.
@@ -33,6 +36,8 @@ import dataclasses
 import enum
 import importlib
 import json
+import os
+import re
 import secrets
 import shutil
 import sys
@@ -43,19 +48,64 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
-from .operations import prune_delivered
+from .operations import (
+    NoRecord,
+    Reconciliation,
+    RevisionMoved,
+    complete_stuck_execution,
+    confirm_stuck_delivery,
+    mark_stuck_uncertain,
+    prune_delivered,
+    read_record,
+    release_stuck_delivery,
+)
 from .progress import Progress
-from .records import Binding, Checkpoint
+from .records import Binding, Checkpoint, Result
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .sqlite import SQLiteStore
-from .store import RecordSummary, StoreError, checkpoint_key
+from .store import RecordSummary, StoreError, check_key, checkpoint_key
 from .table import TABLE, Status
-from .validation import timestamp_microseconds
+from .validation import check_identifier, check_reason, timestamp_microseconds
 
-__all__ = ["main"]
+__all__ = ["Exit", "main"]
+
+
+class Exit(enum.IntEnum):
+    """The command line's exit codes: each means one thing (see :data:`EXIT_MEANINGS`)."""
+
+    OK = 0
+    TOOL_RAN_TWICE = 1
+    USAGE = 2
+    INVALID_RECORD = 3
+    STORE_FAILED = 4
+    CHECK_FAILED = 5
+    NO_RECORD = 6
+    REVISION_MOVED = 7
+    NOT_ALLOWED = 8
+
+
+EXIT_MEANINGS: dict[Exit, str] = {
+    Exit.OK: "success",
+    Exit.TOOL_RAN_TWICE: "the demo saw the tool run more than once",
+    Exit.USAGE: "bad usage: a bad argument or input file, or a store URL that cannot be "
+    "parsed or names no store",
+    Exit.INVALID_RECORD: "the record read does not validate (its error code is shown)",
+    Exit.STORE_FAILED: "the store failed: unreachable, refused, a missing SQLite file, "
+    "directory or rights, or check-store's scratch space left behind",
+    Exit.CHECK_FAILED: "check-store: the store failed a conformance check",
+    Exit.NO_RECORD: "no record under the key",
+    Exit.REVISION_MOVED: "reconcile: the record is not at the revision given; nothing was written",
+    Exit.NOT_ALLOWED: "reconcile: the record's status does not allow it "
+    "(INVALID_TRANSITION); nothing was written",
+}
+"""What each exit code means, as the README and ``--help`` say it."""
+
+EXIT_CODES_HELP = "exit codes:\n" + "\n".join(
+    f"  {code.value}  {meaning}" for code, meaning in EXIT_MEANINGS.items()
+)
 
 
 def _show(step: str, outcome: RunOutcome) -> None:
@@ -65,8 +115,20 @@ def _show(step: str, outcome: RunOutcome) -> None:
     print(f"{step:<34} -> {outcome.status:<26} ({where}; {ran})")
 
 
-def demo(path: Path) -> int:
-    """Run the scripted turn on the SQLite file ``path``; return the exit code."""
+def demo(path: Path, *, temporary: bool = False) -> int:
+    """Run the scripted turn on the new SQLite file ``path``; return the exit code.
+
+    An existing file is refused (exit 2) and left alone: a second run on the same file
+    would find the first run's record and rightly not run the tool at all. A
+    ``temporary`` file is said to be deleted when the demo ends."""
+    if path.exists():
+        print(
+            f"tool-checkpoint: {path} exists: the demo writes only a new file. Run on the "
+            f"file of an earlier demo, it would find that run's record and rightly not run "
+            f"the tool at all. Pass another --path, or delete {path}.",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
     arguments = {"to": "ada@example.com", "subject": "Your receipt"}
     binding = Binding(
         namespace="demo",
@@ -83,13 +145,14 @@ def demo(path: Path) -> int:
 
     def post_fails(payload: object) -> None:
         del payload  # never reaches the provider
-        raise ConnectionResetError("the connection to the model provider was reset")
+        raise ConnectionRefusedError("the model provider refused the connection")
 
     delivered: list[object] = []
-    print(f"store: SQLiteStore at {path}")
+    kept = "a temporary file, deleted when the demo ends" if temporary else "kept afterwards"
+    print(f"store: SQLiteStore at {path} ({kept})")
     print(f"key:   {checkpoint_key(binding)}")
     first_host = SQLiteStore(path)
-    _show("host 1: tool call, POST fails", run_once(first_host, binding, send_email, post_fails))
+    _show("host 1: tool call, POST refused", run_once(first_host, binding, send_email, post_fails))
     first_host.close()
     print("host 1 restarts; the provider still shows the tool call unanswered")
     second_host = SQLiteStore(path)
@@ -101,8 +164,10 @@ def demo(path: Path) -> int:
     print(f"e-mails sent: {len(emails)}; results delivered: {len(delivered)}")
     if len(emails) != 1:
         print("FAILED: the tool ran more than once", file=sys.stderr)
-        return 1
-    return 0
+        return Exit.TOOL_RAN_TWICE
+    if not temporary:
+        print(f"see the record: tool-checkpoint show sqlite:{path} {checkpoint_key(binding)}")
+    return Exit.OK
 
 
 def _jsonable(value: Any) -> Any:
@@ -143,7 +208,11 @@ class _UsageError(Exception):
 
 
 def _scheme(url: str) -> str:
-    return url.split("://", 1)[0].lower() if "://" in url else ""
+    """The URL's scheme, lower case; ``sqlite`` also for ``sqlite:relative/path``; empty
+    for something that is not a URL (a factory, module:callable)."""
+    if "://" in url:
+        return url.split("://", 1)[0].lower()
+    return "sqlite" if url.lower().startswith("sqlite:") else ""
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -167,21 +236,40 @@ def redact(text: str, hidden: Iterable[str]) -> str:
 
 
 def _sqlite_path(url: str) -> Path:
-    """The file a sqlite URL names. The rules of :meth:`SQLiteStore.from_url`, checked
-    before anything is opened so that a bad URL is a usage error (exit 2)."""
+    """The absolute path of the file a sqlite URL names: ``sqlite:///absolute/path`` or
+    ``sqlite:relative/path`` (relative to the working directory), percent-decoded,
+    optionally with ``?busy_timeout=SECONDS``. Checked before anything is opened, so that
+    a bad URL is a usage error (exit 2)."""
     parts = urlsplit(url)
     path = unquote(parts.path)
-    if parts.netloc or parts.fragment or not path.startswith("/") or path == "/:memory:":
+    if parts.netloc:
         raise _UsageError(
-            "a sqlite URL names a local file by its absolute path: sqlite:///absolute/path "
-            "(no host, no fragment, not :memory:)"
+            "a sqlite URL names no host: write sqlite:///absolute/path, or "
+            "sqlite:relative/path for a file under the working directory"
+        )
+    if parts.fragment or path.strip("/") in ("", ":memory:"):
+        raise _UsageError(
+            "a sqlite URL names a local file: sqlite:///absolute/path or "
+            "sqlite:relative/path (no fragment, not :memory:)"
         )
     if [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)] not in (
         [],
         ["busy_timeout"],
     ):
         raise _UsageError("a sqlite URL accepts one query parameter, busy_timeout=SECONDS")
-    return Path(path)
+    return Path(path).absolute()
+
+
+def _open_sqlite(url: str) -> SQLiteStore:
+    """The store in the existing SQLite file a sqlite URL names; a missing file is
+    refused (StoreError, exit 4), never created."""
+    path = _sqlite_path(url)
+    if not path.is_file():
+        raise StoreError(
+            f"no SQLite file at {path}: a command opens an existing store, it never creates one"
+        )
+    query = urlsplit(url).query
+    return SQLiteStore.from_url(f"sqlite://{quote(str(path))}" + (f"?{query}" if query else ""))
 
 
 _LOCATION_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -193,10 +281,11 @@ _LOCATION_OPTIONS: dict[str, tuple[str, ...]] = {
 
 
 def open_store(url: str, **options: Any) -> Any:
-    """Open the store a URL names: sqlite:///path, postgresql://..., redis://...
-    ``options`` go to the PostgreSQL store (``schema=``, ``table=``) or the Redis store
-    (``prefix=``); one the URL's kind of store does not take is a usage error. Nothing
-    is contacted but a SQLite file; a URL the store cannot parse is a usage error."""
+    """Open the store a URL names: sqlite:///absolute/path or sqlite:relative/path (an
+    existing file), postgresql://..., redis://... ``options`` go to the PostgreSQL store
+    (``schema=``, ``table=``) or the Redis store (``prefix=``); one the URL's kind of
+    store does not take is a usage error. Nothing is contacted but a SQLite file; a URL
+    the store cannot parse is a usage error."""
     scheme = _scheme(url)
     allowed = _LOCATION_OPTIONS.get(scheme, ())
     for name in options:
@@ -206,8 +295,7 @@ def open_store(url: str, **options: Any) -> Any:
             raise _UsageError(f"--{name} does not apply to a {scheme} URL{hint}")
     try:
         if scheme == "sqlite":
-            _sqlite_path(url)
-            return SQLiteStore.from_url(url)
+            return _open_sqlite(url)
         # The optional stores are imported only when asked for: their drivers are extras.
         if scheme in ("postgresql", "postgres"):
             module = importlib.import_module(f"{__package__}.postgres")
@@ -225,7 +313,17 @@ def open_store(url: str, **options: Any) -> Any:
         raise _UsageError(
             f"install the {extra} extra: pip install 'tool-execution-checkpoint[{extra}]'"
         ) from None
-    raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
+    if not scheme and ":" not in url:
+        raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{url})")
+    raise _UsageError(_NOT_A_URL)
+
+
+_NOT_A_URL = (
+    "not a store URL: write sqlite:///absolute/path, sqlite:relative/path, "
+    "postgresql://... or redis://..."
+)
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _inspect(source: str | None, url: str | None, key: str | None, location: dict[str, str]) -> int:
@@ -241,23 +339,126 @@ def _inspect(source: str | None, url: str | None, key: str | None, location: dic
             store.close()
         if raw is None:
             print("no record under that key")
-            return 3
+            return Exit.NO_RECORD
     else:
-        text = sys.stdin.read() if source in (None, "-") else Path(str(source)).read_text("utf-8")
+        data = sys.stdin.buffer.read() if source in (None, "-") else Path(str(source)).read_bytes()
+        if data.startswith(_SQLITE_HEADER):
+            raise _UsageError(
+                f"{source} is a SQLite store, not a JSON record: list its records with "
+                f"'list sqlite:{source}', read one with 'show sqlite:{source} KEY'"
+            )
         try:
-            raw = json.loads(text)
-        except ValueError:
-            print("invalid: INVALID_CHECKPOINT: not JSON")
-            return 3
+            raw = json.loads(data)
+        except ValueError:  # UnicodeDecodeError included
+            print("invalid: INVALID_CHECKPOINT: not JSON in UTF-8")
+            return Exit.INVALID_RECORD
     try:
         record = Checkpoint.from_dict(raw, max_payload_bytes=TABLE.limits.ceiling_max_payload_bytes)
     except CheckpointError as error:
         print(f"invalid: {error}")
-        return 3
+        return Exit.INVALID_RECORD
     action = TABLE.statuses[record.status].action
     print(f"valid: status={record.status} revision={record.revision} decide={action}")
     print(f"call: namespace={record.binding.namespace} call_id={record.binding.call_id}")
-    return 0
+    return Exit.OK
+
+
+def format_age(seconds: float) -> str:
+    """An age as its two largest units: ``45s``, ``12m 5s``, ``3h 20m``, ``2d 4h``."""
+    whole = max(0, int(seconds))
+    units = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
+    parts: list[str] = []
+    for name, size in units:
+        count, whole = divmod(whole, size)
+        if count or parts:
+            parts.append(f"{count}{name}")
+    return " ".join(parts[:2]) or "0s"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def duration(text: str) -> float:
+    """Seconds from a duration: a number with an optional unit, s, m, h or d (``90``,
+    ``90s``, ``15m``, ``2h``, ``1.5d``). Raises ValueError for anything else."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _now_us() -> int:
+    return timestamp_microseconds(datetime.now(UTC).isoformat())
+
+
+def _record_json(key: str, record: Checkpoint, *, payload: bool) -> dict[str, Any]:
+    """What show prints as JSON: the key, decide's action, the age, the payload's size
+    and the persisted record, its payload left out unless ``payload``."""
+    stored = record.to_dict()
+    if stored["result"] is not None and not payload:
+        del stored["result"]["payload"]
+    return {
+        "key": key,
+        "decide": str(TABLE.statuses[record.status].action),
+        "ageSeconds": (_now_us() - timestamp_microseconds(record.updated_at)) / 1e6,
+        "payloadBytes": None if record.result is None else record.result.payload_bytes,
+        "record": stored,
+    }
+
+
+def _record_text(key: str, record: Checkpoint, *, payload: bool) -> str:
+    """What show prints as text: one line per field."""
+    binding = record.binding
+    age = format_age((_now_us() - timestamp_microseconds(record.updated_at)) / 1e6)
+    lines = [
+        ("key", key),
+        ("status", f"{record.status} (decide: {TABLE.statuses[record.status].action})"),
+        ("revision", str(record.revision)),
+        ("namespace", binding.namespace),
+        ("call id", binding.call_id),
+        ("tool", f"{binding.tool_name}, revision {binding.tool_revision}"),
+        ("input", binding.input_fingerprint),
+        ("created", record.created_at),
+        ("updated", f"{record.updated_at} ({age} ago)"),
+    ]
+    if (execution := record.execution) is not None:
+        lines.append(("attempt id", execution.attempt_id))
+        lines.append(("claimed", execution.claimed_at))
+        if execution.uncertain is not None:
+            lines.append(("uncertain", execution.uncertain.reason))
+            lines.append(("since", execution.uncertain.at))
+    if (result := record.result) is not None:
+        lines.append(("completed", result.completed_at))
+        if result.pruned_at is not None:
+            lines.append(("pruned", f"{result.pruned_at} (the payload was dropped)"))
+        else:
+            lines.append(("payload", f"{result.payload_bytes:,} bytes of JSON"))
+    if (delivery := record.delivery) is not None:
+        lines.append(("delivery id", delivery.delivery_id))
+        lines.append(("delivery claimed", delivery.claimed_at))
+        if delivery.delivered_at is not None:
+            lines.append(("delivered", delivery.delivered_at))
+    text = "\n".join(f"{name + ':':<17} {value}" for name, value in lines) + "\n"
+    if result is not None and result.pruned_at is None:
+        if payload:
+            text += result.payload_json + "\n"
+        else:
+            text += "(payload not shown: it may hold secrets; pass --payload to see it)\n"
+    return text
+
+
+def _show_record(url: str, key: str, payload: bool, form: str, location: dict[str, str]) -> int:
+    store = open_store(url, **location)
+    try:
+        record = read_record(store, key)
+    finally:
+        store.close()
+    if form == "json":
+        print(json.dumps(_record_json(key, record, payload=payload), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(_record_text(key, record, payload=payload))
+    return Exit.OK
 
 
 def _list(
@@ -266,10 +467,9 @@ def _list(
     wanted = [Status(status) for status in statuses] or list(Status)
     store = open_store(url, **location)
     rows: list[RecordSummary] = []
+    now = _now_us()
     try:
-        before = None
-        if older_than > 0:
-            before = timestamp_microseconds(datetime.now(UTC).isoformat()) - int(older_than * 1e6)
+        before = now - int(older_than * 1e6) if older_than > 0 else None
         after = None
         with Progress("listing", unit="records") as progress:
             while page := store.list_records(
@@ -281,13 +481,83 @@ def _list(
     finally:
         store.close()
     if form == "json":
-        print(json.dumps([_jsonable(row) for row in rows], indent=2, ensure_ascii=False))
+        listed = [_jsonable(row) | {"age_seconds": (now - row.updated_us) / 1e6} for row in rows]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
-        print(f"{'status':<11} {'rev':>4} {'updated':<32} {'namespace':<16} call_id")
+        print(f"{'key':<69} {'status':<11} {'rev':>4} {'age':>7}  {'namespace':<16} call_id")
         for row in rows:
-            when = f"{row.updated_at:<32}"
-            print(f"{row.status:<11} {row.revision:>4} {when} {row.namespace:<16} {row.call_id}")
-    return 0
+            age = format_age((now - row.updated_us) / 1e6)
+            print(
+                f"{row.key:<69} {row.status:<11} {row.revision:>4} {age:>7}  "
+                f"{row.namespace:<16} {row.call_id}"
+            )
+    return Exit.OK
+
+
+def _found_payload(args: argparse.Namespace, at: str) -> object:
+    """The payload ``--complete FILE`` or ``--complete-error TYPE`` gives, checked."""
+    if args.complete is not None:
+        text = sys.stdin.read() if args.complete == "-" else Path(args.complete).read_text("utf-8")
+        try:
+            found: object = json.loads(text)
+        except ValueError:
+            raise _UsageError("--complete takes a file of JSON (- for stdin)") from None
+    else:
+        kind = check_identifier(args.complete_error, "--complete-error", ErrorCode.INVALID_ARGUMENT)
+        found = {"error": {"type": kind}}
+    Result(found, completed_at=at, max_payload_bytes=args.max_payload_bytes)  # checks only
+    return found
+
+
+def _reconcile(args: argparse.Namespace, location: dict[str, str]) -> int:
+    """Check every argument, then take the one reconciliation asked for."""
+    at = datetime.now(UTC).isoformat()
+    key, revision, dry_run = check_key(args.key), args.revision, args.dry_run
+    completing = args.complete is not None or args.complete_error is not None
+    found = _found_payload(args, at) if completing else None
+    if args.mark_uncertain is not None:
+        check_reason(args.mark_uncertain, "--mark-uncertain", ErrorCode.INVALID_ARGUMENT)
+    store = open_store(args.url, **location)
+    try:
+        done: Reconciliation
+        if completing:
+            done = complete_stuck_execution(
+                store,
+                key,
+                expected_revision=revision,
+                result=found,
+                at=at,
+                dry_run=dry_run,
+                max_payload_bytes=args.max_payload_bytes,
+            )
+        elif args.mark_uncertain is not None:
+            done = mark_stuck_uncertain(
+                store,
+                key,
+                expected_revision=revision,
+                reason=args.mark_uncertain,
+                at=at,
+                dry_run=dry_run,
+            )
+        else:
+            settle = release_stuck_delivery if args.release_delivery else confirm_stuck_delivery
+            done = settle(store, key, expected_revision=revision, at=at, dry_run=dry_run)
+    finally:
+        store.close()
+    if args.format == "json":
+        shown = _record_json(key, done.after, payload=False)
+        report = {"transition": done.transition, "written": done.written, **shown}
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return Exit.OK
+    before, after = done.before, done.after
+    what = "written" if done.written else "dry run: nothing written"
+    print(
+        f"{done.transition}: {before.status} at revision {before.revision} -> "
+        f"{after.status} at revision {after.revision} ({what})"
+    )
+    print("the record now:" if done.written else "the record it would write:")
+    sys.stdout.write(_record_text(key, after, payload=False))
+    return Exit.OK
 
 
 def _prune(url: str, retention: float, location: dict[str, str]) -> int:
@@ -491,7 +761,7 @@ def _scratch_for(url: str, schema: str | None) -> _Scratch:
         return _PostgresScratch(url, "public" if schema is None else schema)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisScratch(url)
-    raise _UsageError("a store URL starts with sqlite://, postgresql:// or redis://")
+    raise _UsageError(_NOT_A_URL)
 
 
 def _testing() -> Any:
@@ -573,9 +843,20 @@ def _check_url(url: str, examples: int | None, schema: str | None) -> int:
 def _check_store(target: str, examples: int | None, schema: str | None) -> int:
     if schema is not None and "schema" not in _LOCATION_OPTIONS.get(_scheme(target), ()):
         raise _UsageError("--schema applies to a postgresql URL only")
-    if "://" in target:
-        return _check_url(target, examples, schema)
-    return _check_factory(target, examples)
+    # Hypothesis keeps its example database and caches under HYPOTHESIS_STORAGE_DIRECTORY
+    # (./.hypothesis by default): a directory of this run's own, deleted at the end.
+    with tempfile.TemporaryDirectory(prefix="tec-check-hypothesis-") as storage:
+        previous = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
+        try:
+            if _scheme(target):
+                return _check_url(target, examples, schema)
+            return _check_factory(target, examples)
+        finally:
+            if previous is None:
+                del os.environ["HYPOTHESIS_STORAGE_DIRECTORY"]
+            else:
+                os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = previous
 
 
 def _positive(text: str) -> int:
@@ -585,10 +866,65 @@ def _positive(text: str) -> int:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line's entry point; returns the exit code."""
+def _duration_argument(text: str) -> float:
+    try:
+        return duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "a duration is a number with an optional unit: 90, 90s, 15m, 2h, 1.5d"
+        ) from None
+
+
+def _exit_for(error: CheckpointError) -> Exit:
+    """The exit code of a refusal: a transition the status does not allow, a stored
+    record that does not validate, or a bad argument (the operator's own payload is
+    checked before the store is read, and its errors name the field ``payload``)."""
+    if error.code is ErrorCode.INVALID_TRANSITION:
+        return Exit.NOT_ALLOWED
+    if error.code in (ErrorCode.INVALID_CHECKPOINT, ErrorCode.UNSUPPORTED_SCHEMA):
+        return Exit.INVALID_RECORD
+    if error.code in (ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXCEEDED):
+        return Exit.USAGE if error.field == "payload" else Exit.INVALID_RECORD
+    return Exit.USAGE
+
+
+DESCRIPTION = """\
+Run an AI agent's tool at most once and deliver its exact result: the demo, the
+transition table, and an operator's tools to read, list, settle and prune the records
+of a store.
+
+store URLs: sqlite:///absolute/path or sqlite:relative/path (an existing file; no
+command creates a store), postgresql://..., redis://... (the postgres and redis extras).
+No message shows a URL's password; no command shows a payload unless show --payload.
+"""
+
+RECONCILE_HELP = """\
+Settle a stuck record through the transition table, on behalf of the dead claim's owner
+(its stored attempt id or delivery id), by compare-and-swap from REVISION, the revision
+you saw in show or list: if the record moved, nothing is written (exit 7). Give one
+action:
+
+  --complete FILE          executing or uncertain -> completed, with the tool's result
+                           found in its own system: a file of JSON (- for stdin). The
+                           next delivery sends it; the tool never runs again.
+  --complete-error TYPE    the same with the error payload {"error": {"type": TYPE}}, the
+                           shape of a tool that raised, when the outcome cannot be found.
+  --mark-uncertain REASON  executing -> uncertain: its worker is dead and the outcome is
+                           not known yet (no secrets in REASON).
+  --release-delivery       delivering -> completed: the provider's history does not show
+                           the result, so the next delivery claim sends it again.
+  --confirm-delivery       delivering -> delivered: the provider's history shows it.
+
+--dry-run prints the record that would be written and writes nothing.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tool-checkpoint", description=__doc__.split("\n\n")[0] if __doc__ else None
+        prog="tool-checkpoint",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     where = argparse.ArgumentParser(add_help=False)
@@ -600,27 +936,73 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo", help="the tool runs once, the POST fails, recovery delivers"
     )
     run_demo.add_argument(
-        "--path", type=Path, help="the SQLite file (default: a new temporary one)"
+        "--path",
+        type=Path,
+        help="a new SQLite file, kept afterwards (default: a temporary file, deleted)",
     )
-    show = commands.add_parser("spec", help="print the transition table")
-    show.add_argument("--format", choices=["text", "markdown", "mermaid", "json"], default="text")
+    table = commands.add_parser("spec", help="print the transition table")
+    table.add_argument("--format", choices=["text", "markdown", "mermaid", "json"], default="text")
     look = commands.add_parser(
         "inspect", help="is a record valid, and what does decide say", parents=[where]
     )
     look.add_argument("file", nargs="?", help="a JSON record file, or - for stdin")
     look.add_argument("--url", help="read the record from this store instead")
     look.add_argument("--key", help="the record's key in that store")
+    show = commands.add_parser(
+        "show",
+        help="the whole record under a key",
+        description="The whole record under KEY (list shows the keys): status, revision, "
+        "binding, times, attempt id, uncertainty reason, delivery id, payload size. The "
+        "payload itself only with --payload: it may hold secrets.",
+        parents=[where],
+    )
+    show.add_argument("url")
+    show.add_argument("key")
+    show.add_argument("--payload", action="store_true", help="also print the stored payload")
+    show.add_argument("--format", choices=["text", "json"], default="text")
     listing = commands.add_parser(
         "list",
-        help="records by status and minimum age",
-        description="List records by status and minimum age. Progress goes to stderr: a "
-        "line redrawn in place on a terminal; elsewhere a plain line every 10 s at most.",
+        help="records by status and minimum age, with their keys",
+        description="List records by status and minimum age, with the key show and "
+        "reconcile take and the time since the last update; 'list URL --status executing "
+        "--older-than 1h' is the stuck-call report. Progress goes to stderr: a line redrawn "
+        "in place on a terminal; elsewhere a plain line every 10 s at most.",
         parents=[where],
     )
     listing.add_argument("url")
     listing.add_argument("--status", action="append", default=[], choices=[str(s) for s in Status])
-    listing.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
+    listing.add_argument(
+        "--older-than",
+        type=_duration_argument,
+        default=0.0,
+        metavar="DURATION",
+        help="last updated at least this long ago: 90, 90s, 15m, 2h, 1.5d",
+    )
     listing.add_argument("--format", choices=["table", "json"], default="table")
+    settling = commands.add_parser(
+        "reconcile",
+        help="settle a stuck record by CAS from the revision seen",
+        description=RECONCILE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[where],
+    )
+    settling.add_argument("url")
+    settling.add_argument("key")
+    settling.add_argument("--revision", type=int, required=True, help="the revision you saw")
+    actions = settling.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--complete", metavar="FILE")
+    actions.add_argument("--complete-error", metavar="TYPE")
+    actions.add_argument("--mark-uncertain", metavar="REASON")
+    actions.add_argument("--release-delivery", action="store_true")
+    actions.add_argument("--confirm-delivery", action="store_true")
+    settling.add_argument("--dry-run", action="store_true", help="write nothing")
+    settling.add_argument(
+        "--max-payload-bytes",
+        type=_positive,
+        default=TABLE.limits.default_max_payload_bytes,
+        help="the limit the host reads the payload with (65536)",
+    )
+    settling.add_argument("--format", choices=["text", "json"], default="text")
     pruning = commands.add_parser(
         "prune",
         help="drop old delivered payloads, keep tombstones",
@@ -629,7 +1011,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parents=[where],
     )
     pruning.add_argument("url")
-    pruning.add_argument("--retention", type=float, required=True, metavar="SECONDS")
+    pruning.add_argument("--retention", type=_duration_argument, required=True, metavar="DURATION")
     vet = commands.add_parser(
         "check-store",
         help="vet a store (a factory or a URL): conformance, harness, stress",
@@ -639,11 +1021,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     vet.add_argument("target", metavar="TARGET", help="module:callable, or a store URL")
     vet.add_argument("--examples", type=_positive, help="harness examples (default: the profile's)")
     vet.add_argument("--schema", help="PostgreSQL URL: the schema for the new tables (public)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line's entry point; returns the exit code (see :class:`Exit`)."""
+    args = _parser().parse_args(argv)
     location = {
         name: value
         for name in ("schema", "table", "prefix")
-        if args.command in ("inspect", "list", "prune")
+        if args.command in ("inspect", "show", "list", "reconcile", "prune")
         and (value := getattr(args, name)) is not None
     }
     url = args.target if args.command == "check-store" else getattr(args, "url", None)
@@ -655,21 +1042,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.path is not None:
                 return demo(args.path)
             with tempfile.TemporaryDirectory() as directory:
-                return demo(Path(directory) / "checkpoints.db")
+                return demo(Path(directory) / "checkpoints.db", temporary=True)
         if args.command == "inspect":
             return _inspect(args.file, args.url, args.key, location)
+        if args.command == "show":
+            return _show_record(args.url, args.key, args.payload, args.format, location)
         if args.command == "list":
             return _list(args.url, args.status, args.older_than, args.format, location)
+        if args.command == "reconcile":
+            return _reconcile(args, location)
         if args.command == "prune":
             return _prune(args.url, args.retention, location)
     except _UsageError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     except StoreError as error:
         print(f"tool-checkpoint: the store failed: {redact(str(error), hidden)}", file=sys.stderr)
-        return 4
-    except (CheckpointError, OSError) as error:
+        return Exit.STORE_FAILED
+    except NoRecord as error:
+        print(f"tool-checkpoint: {error}", file=sys.stderr)
+        return Exit.NO_RECORD
+    except RevisionMoved as error:
+        print(f"tool-checkpoint: {error}; nothing was written", file=sys.stderr)
+        return Exit.REVISION_MOVED
+    except CheckpointError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
-        return 2
+        return _exit_for(error)
+    except OSError as error:
+        print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
+        return Exit.USAGE
     sys.stdout.write(spec(args.format))
-    return 0
+    return Exit.OK
