@@ -3,6 +3,7 @@ URLs (SQLite, and the test PostgreSQL and Redis servers), and the progress line.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import re
@@ -940,3 +941,19 @@ def test_the_readme_documents_every_exit_code() -> None:
     readme = " ".join((Path(__file__).parents[1] / "README.md").read_text("utf-8").split())
     for code, meaning in cli.EXIT_MEANINGS.items():
         assert f"| {code.value} | {meaning} |" in readme, code
+
+
+def test_every_public_name_the_readme_names_is_importable_from_the_package() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
+    named = set(re.findall(r"`([A-Za-z_]\w*)", readme))
+    package = importlib.import_module("tool_execution_checkpoint")
+    core = ("errors", "fingerprint", "memory", "records", "runner", "sqlite", "store")
+    core += ("table", "transitions", "validation")
+    missing = [
+        f"{module}.{name}"
+        for module in core
+        for name in importlib.import_module(f"tool_execution_checkpoint.{module}").__all__
+        if name in named and not hasattr(package, name)
+    ]
+    assert missing == []
+    assert "default_error_payload" in package.__all__

@@ -21,11 +21,20 @@ from .runner import (
     run_once,
     run_once_async,
 )
-from .sqlite import AsyncSQLiteStore, SQLiteStore
+from .sqlite import (
+    AsyncSQLiteStore,
+    SQLiteBusyError,
+    SQLiteConfigurationError,
+    SQLiteOutcomeUnknownError,
+    SQLiteStore,
+    SQLiteStoreError,
+)
 from .store import (
     AsyncCheckpointStore,
     CheckpointStore,
+    OperableCheckpointStore,
     OutcomeUnknownError,
+    RecordSummary,
     StoreError,
     checkpoint_key,
 )
@@ -64,12 +73,18 @@ __all__ = [
     "HostProtocol",
     "JSONValue",
     "MemoryStore",
+    "OperableCheckpointStore",
     "OutcomeUnknownError",
     "RecordLike",
+    "RecordSummary",
     "Result",
     "RunOutcome",
     "RunStatus",
+    "SQLiteBusyError",
+    "SQLiteConfigurationError",
+    "SQLiteOutcomeUnknownError",
     "SQLiteStore",
+    "SQLiteStoreError",
     "Status",
     "StoreError",
     "ToolOutcomeUnknown",
