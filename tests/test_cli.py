@@ -947,11 +947,10 @@ def test_every_public_name_the_readme_names_is_importable_from_the_package() -> 
     readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
     named = set(re.findall(r"`([A-Za-z_]\w*)", readme))
     package = importlib.import_module("tool_execution_checkpoint")
-    core = ("errors", "fingerprint", "memory", "records", "runner", "sqlite", "store")
-    core += ("table", "transitions", "validation")
+    core = "errors fingerprint memory records runner sqlite store table transitions validation"
     missing = [
         f"{module}.{name}"
-        for module in core
+        for module in core.split()
         for name in importlib.import_module(f"tool_execution_checkpoint.{module}").__all__
         if name in named and not hasattr(package, name)
     ]
