@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -956,3 +957,38 @@ def test_every_public_name_the_readme_names_is_importable_from_the_package() -> 
     ]
     assert missing == []
     assert "default_error_payload" in package.__all__
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '{"schemaVersion": 1, "revision": 2, "status": "executing"}',
+        "not json \x00 s3cret-in-the-row",
+        '{"schemaVersion": 9, "revision": 2}',
+    ],
+)
+def test_a_broken_stored_record_is_an_invalid_record_for_show_and_reconcile(
+    stored: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    with sqlite3.connect(tmp_path / "stuck.db") as db:
+        db.execute("UPDATE tec_checkpoint SET record = ?", (stored,))
+    db.close()
+    assert cli.main(["show", url, STUCK_KEY]) == cli.Exit.INVALID_RECORD
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", "2", "--mark-uncertain", "dead"]
+    assert cli.main(arguments) == cli.Exit.INVALID_RECORD
+    err = capsys.readouterr().err
+    assert "s3cret" not in err
+    assert STUCK_KEY not in err
+    with sqlite3.connect(tmp_path / "stuck.db") as db:
+        assert db.execute("SELECT record FROM tec_checkpoint").fetchone() == (stored,)
+    db.close()
+
+
+def test_inspect_reads_a_record_from_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(_stored(url))))
+    assert cli.main(["inspect", "-"]) == 0
+    assert "status=executing" in capsys.readouterr().out

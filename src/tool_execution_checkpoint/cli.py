@@ -341,7 +341,11 @@ def _inspect(source: str | None, url: str | None, key: str | None, location: dic
             print("no record under that key")
             return Exit.NO_RECORD
     else:
-        data = sys.stdin.buffer.read() if source in (None, "-") else Path(str(source)).read_bytes()
+        if source in (None, "-"):
+            stdin = getattr(sys.stdin, "buffer", None)
+            data = stdin.read() if stdin is not None else sys.stdin.read().encode()
+        else:
+            data = Path(str(source)).read_bytes()
         if data.startswith(_SQLITE_HEADER):
             raise _UsageError(
                 f"{source} is a SQLite store, not a JSON record: list its records with "
