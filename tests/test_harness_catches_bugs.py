@@ -123,12 +123,6 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[HostProtocol], Patch, str]] = {
         unchanged,
         "the tool ran 2 times",
     ),
-    "the host releases a delivery of unknown outcome": (
-        MemoryStore,
-        ReleasesUnknownDeliveries,
-        unchanged,
-        "the payload arrived 2 times",
-    ),
     "the host reports its own landed claim as another worker's": (
         MemoryStore,
         ReportsOwnClaimAsLost,
