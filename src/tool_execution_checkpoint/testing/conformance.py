@@ -8,16 +8,24 @@
         def make_store(self):
             return MyStore(...)          # a fresh, empty store; sync or async
 
-The class runs the plain checks of the storage contract, the model-based harness and a
-threaded stress check. Knobs are class attributes: ``harness_workers``,
-``harness_keys``, ``harness_examples``, ``harness_steps``, ``harness_faults``,
-``stress_threads`` and ``stress_keys``. The example budget also follows the settings
-profile chosen by the ``TOOL_CHECKPOINT_HARNESS`` environment variable (see
-:mod:`tool_execution_checkpoint.testing.profiles`).
+The class runs the plain checks of the storage contract, the exact round trips at the
+edges (17-digit floats, -0.0, integers beyond 2**53 and 2**63, characters outside the
+BMP, payloads at the payload ceiling to the byte, keys sharing prefixes of up to 255
+characters), the store-contract state machine of
+:mod:`tool_execution_checkpoint.testing.contract`, the model-based protocol harness and a
+threaded stress check; :class:`OperableStoreConformance` adds listings checked against
+the model for every status filter, age bound and page size, and pruning. Knobs are class
+attributes: ``harness_workers``, ``harness_keys``, ``harness_examples``,
+``harness_steps``, ``harness_faults``, ``contract_examples``, ``contract_steps``,
+``payload_ceiling_bytes``, ``stress_threads`` and ``stress_keys``. The example budgets
+also follow the settings profile chosen by the ``TOOL_CHECKPOINT_HARNESS`` environment
+variable (see :mod:`tool_execution_checkpoint.testing.profiles`).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -42,6 +50,19 @@ from ..transitions import (
 )
 from ..validation import timestamp_microseconds
 from .adapters import as_sync_store
+from .contract import (
+    AGE_BOUNDS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    STATUS_FILTERS,
+    canonical_json,
+    ceiling_payload,
+    check_paging,
+    contract_machine,
+    difference,
+    edge_payloads,
+    prefix_sharing_keys,
+    records_in_every_state,
+)
 from .faults import Fault, FaultyStore
 from .harness import ProtocolMachine, protocol_machine
 from .profiles import active_profile
@@ -71,8 +92,15 @@ class StoreConformance:
     harness_steps: ClassVar[int | None] = None
     harness_faults: ClassVar[bool] = True
     harness_base: ClassVar[type[ProtocolMachine]] = ProtocolMachine
+    contract_examples: ClassVar[int | None] = None
+    contract_steps: ClassVar[int | None] = None
+    payload_ceiling_bytes: ClassVar[int] = DEFAULT_MAX_PAYLOAD_BYTES
+    """The ``max_payload_bytes`` your hosts use: the round trips write payloads of
+    exactly this many bytes (and a few under), so a store must keep records this large
+    whole."""
     stress_threads: ClassVar[int] = 8
     stress_keys: ClassVar[int] = 64
+    _operable: ClassVar[bool] = False
 
     def make_store(self) -> Any:
         """Return a fresh, empty store. Subclasses must define this."""
@@ -181,6 +209,103 @@ class StoreConformance:
                 raise AssertionError("the store accepted a record it must refuse")
         assert store.get(key) is None
 
+    # --- exact round trips at the edges ---------------------------------------------------
+
+    def _completed(self, store: CheckpointStore, binding: Binding, payload: object) -> str:
+        """Create, claim and complete ``binding``'s record with ``payload``; check that
+        every write was acknowledged and the record reads back exactly; return its key."""
+        key = checkpoint_key(binding)
+        ceiling = self.payload_ceiling_bytes
+        record = create_checkpoint(binding, created_at=NOW)
+        assert store.create_if_absent(key, record), "create_if_absent refused a new key"
+        claim = claim_execution(record, attempt_id="attempt-\U0001f600", at=NOW)
+        done = complete_execution(
+            claim.next,
+            attempt_id="attempt-\U0001f600",
+            at=NOW,
+            result=payload,
+            max_payload_bytes=ceiling,
+        )
+        for step in (claim, done):
+            assert store.compare_and_swap(key, step.expected_revision, step.next), (
+                f"a compare_and_swap to {step.next.status.value} from the stored revision lost"
+            )
+        _reads_back(store, key, done.next, "a completed record")
+        decision = decide_checkpoint(store.get(key) or {}, binding, max_payload_bytes=ceiling)
+        assert decision.checkpoint.result is not None
+        assert decision.checkpoint.result.payload_json == done.next.result.payload_json, (  # type: ignore[union-attr]
+            "the payload decided from the stored record is not the one written"
+        )
+        return key
+
+    def test_edge_values_read_back_exactly(self) -> None:
+        """17-digit floats, -0.0, integers beyond 2**53 and 2**63, strings outside the
+        BMP, each as a payload alone and all nested together, with identifiers outside
+        the BMP: each record reads back as the same JSON text it was written as."""
+        store = self._store()
+        for number, payload in enumerate(edge_payloads()):
+            self._completed(store, self._binding(f"edge-{number}-\U0001f600\U0010ffff"), payload)
+
+    def test_payloads_at_the_ceiling_read_back_whole(self) -> None:
+        """Payloads of exactly ``payload_ceiling_bytes`` (and 1 and 3 bytes under) in
+        characters of 1 to 4 UTF-8 bytes read back whole, also after a delivery claim."""
+        store = self._store()
+        ceiling = self.payload_ceiling_bytes
+        for width in (4, 3, 2, 1):
+            for size in sorted({max(12, ceiling - slack) for slack in (0, 1, 3)}, reverse=True):
+                binding = self._binding(f"ceiling-{width}-{size}")
+                key = self._completed(store, binding, ceiling_payload(size, width))
+                raw = store.get(key)
+                assert raw is not None
+                record = Checkpoint.from_dict(raw, max_payload_bytes=ceiling)
+                claim = claim_delivery(record, delivery_id="d", at=NOW, max_payload_bytes=ceiling)
+                assert store.compare_and_swap(key, claim.expected_revision, claim.next)
+                _reads_back(store, key, claim.next, "a delivering record at the ceiling")
+
+    def test_keys_sharing_long_prefixes_name_different_records(self) -> None:
+        """Keys of up to 256 characters sharing prefixes of 8 to 255 characters (and
+        differing after it by ASCII, U+FFFF or a character outside the BMP) each name
+        a record of their own: creating one never finds another, writing one never
+        changes another."""
+        store = self._store()
+        for group, keys in enumerate(prefix_sharing_keys()):
+            written: dict[str, Checkpoint] = {}
+            for number, key in enumerate(keys):
+                record = create_checkpoint(
+                    self._binding(f"prefix-{group}-{number}"), created_at=NOW
+                )
+                assert store.create_if_absent(key, record), (
+                    f"create_if_absent found a record under a new key of group {group} "
+                    "(keys sharing a long prefix share a record)"
+                )
+                written[key] = record
+            first = keys[0]
+            claim = claim_execution(written[first], attempt_id="a", at=NOW)
+            assert store.compare_and_swap(first, claim.expected_revision, claim.next)
+            written[first] = claim.next
+            for key, record in written.items():
+                _reads_back(store, key, record, f"a key of prefix group {group}")
+
+    def test_store_contract_machine(self) -> None:
+        """The store-contract state machine (see
+        :mod:`tool_execution_checkpoint.testing.contract`): random keys sharing
+        prefixes, edge payloads, every transition, stale writes and, for an operable
+        store, listings and prunes, each answer and read compared with the model."""
+        profile = active_profile()
+        machine = contract_machine(
+            self._store, operable=self._operable, max_payload_bytes=self.payload_ceiling_bytes
+        )
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=self.contract_examples or profile.contract_examples,
+                stateful_step_count=self.contract_steps or profile.contract_steps,
+                deadline=None,
+                report_multiple_bugs=False,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+
     # --- the model-based harness and real threads ------------------------------------------
 
     def test_protocol_harness(self) -> None:
@@ -208,6 +333,25 @@ class StoreConformance:
         assert max(report.executions.values()) == 1, "a tool ran more than once"
         assert len(report.executions) == self.stress_keys
         assert max(report.deliveries.values()) == 1
+
+
+def _reads_back(store: CheckpointStore, key: str, record: Checkpoint, what: str) -> None:
+    """Raise AssertionError unless ``key`` reads back as exactly ``record``'s JSON."""
+    read = store.get(key)
+    assert read is not None, f"{what}: the store lost the record (it reads back as none)"
+    written = json.loads(record.to_json())
+    if canonical_json(read) != canonical_json(written):
+        found = difference(written, read)
+        raise AssertionError(f"{what}: the record read back differs from the one written: {found}")
+
+
+def _put(store: CheckpointStore, key: str, chain: list[Checkpoint]) -> None:
+    """Write a record's revisions under ``key``: create the first, swap in the rest."""
+    assert store.create_if_absent(key, chain[0]), "create_if_absent refused a new key"
+    for before, after in itertools.pairwise(chain):
+        assert store.compare_and_swap(key, before.revision, after), (
+            f"a compare_and_swap to {after.status.value} from the stored revision lost"
+        )
 
 
 def _drive(store: CheckpointStore, binding: Binding, target: Status, at: str) -> None:
@@ -247,6 +391,27 @@ class OperableStoreConformance(StoreConformance):
 
     OLD: ClassVar[str] = "2026-01-01T00:00:00Z"
     NEW: ClassVar[str] = "2026-06-01T00:00:00Z"
+    _operable: ClassVar[bool] = True
+
+    def test_every_listing_filter_pages_like_the_model(self) -> None:
+        """Records in every status (pruned tombstones too) at four times, under keys
+        sharing long prefixes: every one of the 64 status filters with every age bound
+        (none, and one microsecond before, on and after each time) is paged through and
+        each page must be the model's page (see
+        :func:`~tool_execution_checkpoint.testing.contract.check_paging`); the whole
+        listing is paged with every page size from 1 to one past the record count."""
+        store, model = self._store(), MemoryStore()
+        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        keys = itertools.chain.from_iterable(prefix_sharing_keys((40, 64, 128, 200, 254, 255)))
+        made = records_in_every_state(keys, lambda n: self._binding(f"listed-{n}-\U0001f600"))
+        for key, chain in made:
+            _put(store, key, chain)
+            _put(model, key, chain)
+        sizes = (1, 2, 3, 5, 8, 1_000)
+        for number, (statuses, before) in enumerate(itertools.product(STATUS_FILTERS, AGE_BOUNDS)):
+            check_paging(store, model, statuses, before, sizes[number % len(sizes)])
+        for limit in range(1, len(made) + 2):
+            check_paging(store, model, list(Status), None, limit)
 
     def _filled(self) -> tuple[CheckpointStore, MemoryStore, list[Binding]]:
         store, model = self._store(), MemoryStore()
@@ -285,6 +450,10 @@ class OperableStoreConformance(StoreConformance):
         assert isinstance(store, OperableCheckpointStore)
         before = {checkpoint_key(b): store.get(checkpoint_key(b)) for b in bindings}
         month = 30 * 86_400 * 1_000_000
+        # prune_delivered pages until a page is empty: check that listing first, so a
+        # cursor that repeats its last key fails here instead of looping.
+        cutoff = timestamp_microseconds("2026-06-02T00:00:00Z") - month
+        check_paging(store, model, [Status.DELIVERED], cutoff, 500)
         pruned = prune_delivered(store, retention_us=month, at="2026-06-02T00:00:00Z")
         assert pruned == prune_delivered(model, retention_us=month, at="2026-06-02T00:00:00Z")
         assert pruned == 1

@@ -18,19 +18,23 @@ ENVIRONMENT_VARIABLE = "TOOL_CHECKPOINT_HARNESS"
 
 @dataclass(frozen=True)
 class HarnessProfile:
-    """How many examples the harness runs, and how many steps each may take."""
+    """How many examples the protocol harness runs and how many steps each may take
+    (``max_examples``, ``stateful_step_count``), and the same for the store-contract
+    state machine (``contract_examples``, ``contract_steps``)."""
 
     name: str
     max_examples: int
     stateful_step_count: int
+    contract_examples: int = 40
+    contract_steps: int = 30
 
 
 PROFILES = {
     profile.name: profile
     for profile in (
-        HarnessProfile("ci", max_examples=100, stateful_step_count=40),
-        HarnessProfile("default", max_examples=300, stateful_step_count=50),
-        HarnessProfile("thorough", max_examples=5_000, stateful_step_count=100),
+        HarnessProfile("ci", 100, 40, contract_examples=20, contract_steps=30),
+        HarnessProfile("default", 300, 50, contract_examples=40, contract_steps=30),
+        HarnessProfile("thorough", 5_000, 100, contract_examples=1_000, contract_steps=60),
     )
 }
 

@@ -1,0 +1,333 @@
+"""Custom stores written from scratch against the public store protocol, as a user would:
+two sound ones, and broken ones each with one realistic bug the conformance suite must
+catch within its default profile (tests/test_conformance_catches_bugs.py)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import struct
+import threading
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tool_execution_checkpoint import Checkpoint, Status
+from tool_execution_checkpoint.store import (
+    RecordSummary,
+    check_create,
+    check_key,
+    check_listing,
+    check_swap,
+)
+
+CEILING = 10_485_760
+
+
+class TextDictStore:
+    """Sound: a dict of key -> (revision, JSON text) under a lock; every read parses the
+    stored text again. The hooks below are where the broken stores differ."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, tuple[int, str]] = {}
+
+    # hooks -------------------------------------------------------------------------------
+    def _slot(self, key: str) -> str:
+        return key
+
+    def _encode(self, record: Checkpoint) -> str:
+        return record.to_json()
+
+    def _decode(self, text: str) -> Any:
+        return json.loads(text)
+
+    def _swapped(self, slot: str, record: Checkpoint) -> None:
+        self._rows[slot] = (record.revision, self._encode(record))
+
+    # the protocol ------------------------------------------------------------------------
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        check_create(key, record)
+        with self._lock:
+            slot = self._slot(key)
+            if slot in self._rows:
+                return False
+            self._rows[slot] = (record.revision, self._encode(record))
+            return True
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        check_key(key)
+        with self._lock:
+            row = self._rows.get(self._slot(key))
+        return None if row is None else self._decode(row[1])
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        check_swap(key, expected_revision, record)
+        with self._lock:
+            slot = self._slot(key)
+            row = self._rows.get(slot)
+            if row is None or row[0] != expected_revision:
+                return False
+            self._swapped(slot, record)
+            return True
+
+    def _matches(
+        self, statuses: Collection[Status], before: int | None, after: str | None
+    ) -> Iterator[RecordSummary]:
+        listing = check_listing(statuses, before, after, 1)
+        with self._lock:
+            rows = sorted(self._rows.items())
+        for key, (_, text) in rows:
+            if listing.after_key is not None and key <= listing.after_key:
+                continue
+            summary = RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=CEILING))
+            bound = listing.updated_before_us
+            if summary.status in listing.statuses and (bound is None or summary.updated_us < bound):
+                yield summary
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        check_listing(statuses, updated_before_us, after_key, limit)
+        found = []
+        for summary in self._matches(statuses, updated_before_us, after_key):
+            found.append(summary)
+            if len(found) == limit:
+                break
+        return found
+
+
+class JsonFilesStore:
+    """Sound: a directory with one JSON file per key (named by the key's SHA-256), every
+    operation under an exclusive lock on a lock file, each write a rename of a fsynced
+    temporary file."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._thread_lock = threading.Lock()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock, open(self.directory / "lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        try:
+            row: dict[str, Any] = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        return row
+
+    def _write(self, key: str, record: Checkpoint) -> None:
+        temporary = self._path(key).with_suffix(".tmp")
+        row = json.dumps({"key": key, "revision": record.revision, "record": record.to_json()})
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(row)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self._path(key))
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        check_create(key, record)
+        with self._locked():
+            if self._read(key) is not None:
+                return False
+            self._write(key, record)
+            return True
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        check_key(key)
+        with self._locked():
+            row = self._read(key)
+        return None if row is None else json.loads(row["record"])
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        check_swap(key, expected_revision, record)
+        with self._locked():
+            row = self._read(key)
+            if row is None or row["revision"] != expected_revision:
+                return False
+            self._write(key, record)
+            return True
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        with self._locked():
+            rows = [json.loads(path.read_text("utf-8")) for path in self.directory.glob("*.json")]
+        found = []
+        for row in sorted(rows, key=lambda row: str(row["key"])):
+            key = row["key"]
+            if listing.after_key is not None and key <= listing.after_key:
+                continue
+            summary = RecordSummary.of(
+                key, Checkpoint.from_json(row["record"], max_payload_bytes=CEILING)
+            )
+            bound = listing.updated_before_us
+            if summary.status in listing.statuses and (bound is None or summary.updated_us < bound):
+                found.append(summary)
+                if len(found) == limit:
+                    break
+        return found
+
+
+# --- broken: numbers --------------------------------------------------------------------
+
+
+class SinglePrecisionStore(TextDictStore):
+    """Broken: floats come back in single precision (a REAL column, a float32 field)."""
+
+    def _decode(self, text: str) -> Any:
+        def single(digits: str) -> float:
+            value = float(digits)
+            if abs(value) > 3.4e38:
+                return value
+            narrowed: float = struct.unpack("f", struct.pack("f", value))[0]
+            return narrowed
+
+        return json.loads(text, parse_float=single)
+
+
+class DoubleNumbersStore(TextDictStore):
+    """Broken: every number is kept as a double, as JavaScript would (integers beyond
+    2**53 lose digits; small ones read back as before)."""
+
+    def _decode(self, text: str) -> Any:
+        return json.loads(text, parse_int=lambda digits: int(float(digits)))
+
+
+# --- broken: text -----------------------------------------------------------------------
+
+
+class ThreeByteUtf8Store(TextDictStore):
+    """Broken: the text column holds only 3-byte UTF-8 (MySQL's ``utf8``): characters
+    outside the BMP are replaced by U+FFFD."""
+
+    def _encode(self, record: Checkpoint) -> str:
+        return "".join(char if ord(char) <= 0xFFFF else "\ufffd" for char in record.to_json())
+
+
+class DroppingUtf8Store(TextDictStore):
+    """Broken: characters outside the BMP are silently dropped from the stored text."""
+
+    def _encode(self, record: Checkpoint) -> str:
+        return "".join(char for char in record.to_json() if ord(char) <= 0xFFFF)
+
+
+class TruncatingStore(TextDictStore):
+    """Broken: the record column holds 65,535 bytes (a MySQL TEXT), the rest cut off."""
+
+    def _encode(self, record: Checkpoint) -> str:
+        return record.to_json().encode("utf-8")[:65_535].decode("utf-8", errors="ignore")
+
+
+class KeyPrefixStore(TextDictStore):
+    """Broken: the key column keeps only the first ``width`` characters (VARCHAR(64))."""
+
+    width = 64
+
+    def _slot(self, key: str) -> str:
+        return key[: self.width]
+
+
+class LongKeyPrefixStore(KeyPrefixStore):
+    """Broken: the key column keeps only the first 255 characters."""
+
+    width = 255
+
+
+# --- broken: listings -------------------------------------------------------------------
+
+
+class ScanThenFilterStore(TextDictStore):
+    """Broken: a listing page scans the next ``limit`` keys and then filters them by
+    status and age, so pages come back short or empty while matches remain."""
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        every = super().list_records(list(Status), after_key=after_key, limit=limit)
+        return [
+            row
+            for row in every
+            if row.status in statuses
+            and (updated_before_us is None or row.updated_us < updated_before_us)
+        ]
+
+
+class InclusiveCursorStore(TextDictStore):
+    """Broken: a page starts at ``after_key`` itself, so a record is on two pages."""
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        found = []
+        check_listing(statuses, updated_before_us, after_key, limit)
+        for summary in self._matches(statuses, updated_before_us, None):
+            if after_key is not None and summary.key < after_key:
+                continue
+            found.append(summary)
+            if len(found) == limit:
+                break
+        return found
+
+
+# --- broken: tombstones -----------------------------------------------------------------
+
+
+def _is_tombstone(record: Checkpoint) -> bool:
+    return record.result is not None and record.result.pruned_at is not None
+
+
+class DeletingPruneStore(TextDictStore):
+    """Broken: the swap that prunes a delivered record deletes it instead ("nothing
+    left to keep"), so a replayed call id finds no record and runs the tool again."""
+
+    def _swapped(self, slot: str, record: Checkpoint) -> None:
+        if _is_tombstone(record):
+            del self._rows[slot]
+        else:
+            super()._swapped(slot, record)
+
+
+class SweepingStore(TextDictStore):
+    """Broken: keeps the tombstone when pruning, but the next compare-and-swap on any
+    key sweeps tombstones away (a lazy garbage collector)."""
+
+    def _swapped(self, slot: str, record: Checkpoint) -> None:
+        for other, (_, text) in list(self._rows.items()):
+            if other != slot and '"prunedAt":"' in text:
+                del self._rows[other]
+        super()._swapped(slot, record)
