@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -60,3 +61,24 @@ class TornWriteStore(PlainSQLiteStore):
         time.sleep(0.005)  # the window a crash falls into
         self.db.execute("UPDATE c SET record = ? WHERE key = ?", (record.to_json(), key))
         return True
+
+
+class ProcessLocalStore(PlainSQLiteStore):
+    """Broken: a CAS that reads the revision, then writes without checking it again,
+    under a lock that only this process's threads share: atomic within one process,
+    racy across processes (threaded stress passes it, the kill storm must not)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.lock = threading.Lock()
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        check_swap(key, expected_revision, record)
+        with self.lock:
+            row = self.db.execute("SELECT revision FROM c WHERE key = ?", (key,)).fetchone()
+            if row is None or row[0] != expected_revision:
+                return False
+            time.sleep(0.001)  # a round trip between the read and the write
+            sql = "UPDATE c SET revision = ?, record = ? WHERE key = ?"
+            self.db.execute(sql, (record.revision, record.to_json(), key))
+            return True
