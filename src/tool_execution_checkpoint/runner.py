@@ -787,6 +787,42 @@ def _log(logger: logging.Logger, binding: Binding, state: CallState) -> None:
     )
 
 
+@dataclass(slots=True)
+class _Call:
+    """One call's place in the machine, as both drivers keep it: the next request (or
+    the outcome), the state, and what the tool or the delivery raised last."""
+
+    protocol: HostProtocol
+    request: Request | RunOutcome
+    state: CallState
+    logger: logging.Logger | None
+    caught: BaseException | None = None
+
+    @classmethod
+    def start(cls, protocol: HostProtocol, token: str, logger: logging.Logger) -> _Call:
+        request, state = protocol.start(token)
+        logs = logger if logger.isEnabledFor(logging.INFO) else None
+        return cls(protocol, request, state, logs)
+
+    def answer(self, answer: Any) -> None:
+        """Hand the answer to the last request to the machine."""
+        self.request, self.state = self.protocol.step(self.state, answer)
+        if self.logger is not None:
+            _log(self.logger, self.protocol.binding, self.state)
+
+    def raised(self, error: BaseException) -> None:
+        """The tool or the delivery raised ``error``."""
+        self.caught = error
+        self.answer(Raised(error))
+
+    def outcome(self) -> RunOutcome:
+        """The finished call's outcome; re-raises what the machine says to re-raise."""
+        assert isinstance(self.request, RunOutcome)
+        if self.state.reraise and self.caught is not None:
+            raise self.caught
+        return self.request
+
+
 def _refuse_async(store: object, tool: object, deliver: object) -> None:
     """run_once cannot await: refuse async parts before anything runs."""
     parts = {
@@ -859,41 +895,39 @@ def run_once(
             after the execution was marked uncertain, and a cancellation of ``deliver``.
     """
     _refuse_async(store, tool, deliver)
-    protocol = _protocol(
-        binding,
-        on_tool_error=on_tool_error,
-        not_sent=not_sent,
-        pass_through=pass_through,
-        clock=clock,
-        max_payload_bytes=max_payload_bytes,
-        wait_seconds=wait_seconds,
-        poll_seconds=poll_seconds,
+    call = _Call.start(
+        _protocol(
+            binding,
+            on_tool_error=on_tool_error,
+            not_sent=not_sent,
+            pass_through=pass_through,
+            clock=clock,
+            max_payload_bytes=max_payload_bytes,
+            wait_seconds=wait_seconds,
+            poll_seconds=poll_seconds,
+        ),
+        new_id(),
+        logger,
     )
     where = key or checkpoint_key(binding)
-    logs = logger.isEnabledFor(logging.INFO)
-    request: Request | RunOutcome
-    request, state = protocol.start(new_id())
-    caught: BaseException | None = None
-    while not isinstance(request, RunOutcome):
-        answer: Any
+    while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
             except BaseException as error:  # every end of the tool or the send is an answer
-                caught, answer = error, Raised(error)
+                call.raised(error)
             else:
-                answer = _sync_answer(request, value)
+                call.answer(_sync_answer(request, value))
         elif isinstance(request, Sleep):
             time.sleep(request.seconds)
-            answer = None
+            call.answer(None)
         else:
-            answer = _store_answer(store, where, request)
-        request, state = protocol.step(state, answer)
-        if logs:
-            _log(logger, binding, state)
-    if state.reraise and caught is not None:
-        raise caught
-    return request
+            try:
+                answer = _store_operation(store, where, request)
+            except StoreError:
+                answer = StoreFault()
+            call.answer(answer)
+    return call.outcome()
 
 
 def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
@@ -911,17 +945,17 @@ def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
     return Returned(value) if isinstance(request, RunTool) else None
 
 
-def _store_answer(store: CheckpointStore, key: str, request: Request) -> Any:
-    try:
-        if isinstance(request, Create):
-            return store.create_if_absent(key, request.record)
-        if isinstance(request, Get):
-            return store.get(key)
-        assert isinstance(request, Swap)
-        step = request.transition
-        return store.compare_and_swap(key, step.expected_revision, step.next)
-    except StoreError:
-        return StoreFault()
+def _store_operation(
+    store: CheckpointStore | AsyncCheckpointStore, key: str, request: Request
+) -> Any:
+    """Send a store request: what the store returns (an awaitable from an async store)."""
+    if isinstance(request, Create):
+        return store.create_if_absent(key, request.record)
+    if isinstance(request, Get):
+        return store.get(key)
+    assert isinstance(request, Swap)
+    step = request.transition
+    return store.compare_and_swap(key, step.expected_revision, step.next)
 
 
 async def run_once_async(
@@ -946,58 +980,40 @@ async def run_once_async(
     they return is awaited when it is awaitable. A cancellation while the tool runs marks
     the execution uncertain (reason ``cancelled``) while the store still answers, then
     propagates."""
-    protocol = _protocol(
-        binding,
-        on_tool_error=on_tool_error,
-        not_sent=not_sent,
-        pass_through=pass_through,
-        clock=clock,
-        max_payload_bytes=max_payload_bytes,
-        wait_seconds=wait_seconds,
-        poll_seconds=poll_seconds,
+    call = _Call.start(
+        _protocol(
+            binding,
+            on_tool_error=on_tool_error,
+            not_sent=not_sent,
+            pass_through=pass_through,
+            clock=clock,
+            max_payload_bytes=max_payload_bytes,
+            wait_seconds=wait_seconds,
+            poll_seconds=poll_seconds,
+        ),
+        new_id(),
+        logger,
     )
     where = key or checkpoint_key(binding)
-    logs = logger.isEnabledFor(logging.INFO)
-    request: Request | RunOutcome
-    request, state = protocol.start(new_id())
-    caught: BaseException | None = None
-    while not isinstance(request, RunOutcome):
-        answer: Any
+    while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
                 if inspect.isawaitable(value):
                     value = await value
             except BaseException as error:  # every end of the tool or the send is an answer
-                caught, answer = error, Raised(error)
+                call.raised(error)
             else:
-                answer = Returned(value) if isinstance(request, RunTool) else None
+                call.answer(Returned(value) if isinstance(request, RunTool) else None)
         elif isinstance(request, Sleep):
             await asyncio.sleep(request.seconds)
-            answer = None
+            call.answer(None)
         else:
-            answer = await _store_answer_async(store, where, request)
-        request, state = protocol.step(state, answer)
-        if logs:
-            _log(logger, binding, state)
-    if state.reraise and caught is not None:
-        raise caught
-    return request
-
-
-async def _store_answer_async(
-    store: AsyncCheckpointStore | CheckpointStore, key: str, request: Request
-) -> Any:
-    try:
-        answer: Any
-        if isinstance(request, Create):
-            answer = store.create_if_absent(key, request.record)
-        elif isinstance(request, Get):
-            answer = store.get(key)
-        else:
-            assert isinstance(request, Swap)
-            step = request.transition
-            answer = store.compare_and_swap(key, step.expected_revision, step.next)
-        return await answer if inspect.isawaitable(answer) else answer
-    except StoreError:
-        return StoreFault()
+            try:
+                answer = _store_operation(store, where, request)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            except StoreError:
+                answer = StoreFault()
+            call.answer(answer)
+    return call.outcome()
