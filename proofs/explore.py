@@ -121,7 +121,7 @@ def _write(state: State, transition: tec.Transition | None, how: Write) -> tuple
     landed."""
     if how is Write.FAILS:
         return state, False
-    if transition is None or transition.expected_revision == 0:
+    if transition is None:
         landed = state.stored is None
         stored = tec.create_checkpoint(BINDING, created_at=NOW) if landed else state.stored
     else:
