@@ -44,6 +44,10 @@ def test_the_storm_catches_a_store_that_tears_a_write(tmp_path: Path) -> None:
         directory=tmp_path / "storm",
         keys=2_000,  # more than the workers can finish: kills land mid-work
         seconds=5.0,
+        # Calls at random, as this test ran in every earlier CI run; the contended
+        # default (6 workers, window 3) missed it in 1 of 3 fresh-clone runs today.
+        workers=4,
+        window=0,
     )
     with pytest.raises(AssertionError, match="torn or lost write"):
         report.check()
