@@ -368,6 +368,16 @@ class _Inspection:
         return cls(*row)
 
 
+def _maybe_being_created(inspection: _Inspection) -> bool:
+    """Whether a table that looks unmarked may be another store's creation, committing now.
+
+    One statement's catalog lookup (``to_regclass``) can see a table whose creation committed
+    after the statement's snapshot was taken, while ``obj_description`` reads with that snapshot
+    and misses the comment committed with it. Such a table is judged again after taking the
+    creation lock, which its creator holds until it commits."""
+    return inspection.table_exists and inspection.marker != LAYOUT_MARKER
+
+
 def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: bool) -> bool:
     """Raise a StoreError saying what to fix, or return whether the table must be created."""
     target = f"{statements.schema}.{statements.table}"
@@ -707,8 +717,13 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
     def _set_up(self, connection: psycopg.Connection[Any]) -> None:
         try:
+            inspection = self._inspect(connection)
+            if _maybe_being_created(inspection):
+                with connection.transaction():
+                    connection.execute(self._sql.lock, (self._sql.lock_id,))
+                    inspection = self._inspect(connection)
             create = _judge(
-                self._inspect(connection),
+                inspection,
                 self._sql,
                 durable=self._durable,
                 create=self._create_table,
@@ -927,8 +942,13 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
 
     async def _set_up(self, connection: psycopg.AsyncConnection[Any]) -> None:
         try:
+            inspection = await self._inspect(connection)
+            if _maybe_being_created(inspection):
+                async with connection.transaction():
+                    await connection.execute(self._sql.lock, (self._sql.lock_id,))
+                    inspection = await self._inspect(connection)
             create = _judge(
-                await self._inspect(connection),
+                inspection,
                 self._sql,
                 durable=self._durable,
                 create=self._create_table,
