@@ -9,6 +9,20 @@ package is its pure, I/O-free core.
 
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
+from .guard import (
+    CallInFlight,
+    CallNeedsReconciliation,
+    CallNotAnswered,
+    CallResultPruned,
+    CallStoreUnavailable,
+    ResultCodec,
+    ToolGuard,
+    ToolRaisedEarlier,
+    checkpointed,
+    current_call_id,
+    result_codec,
+    tool_call,
+)
 from .memory import MemoryStore
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import (
@@ -62,6 +76,11 @@ __all__ = [
     "AsyncCheckpointStore",
     "AsyncSQLiteStore",
     "Binding",
+    "CallInFlight",
+    "CallNeedsReconciliation",
+    "CallNotAnswered",
+    "CallResultPruned",
+    "CallStoreUnavailable",
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
@@ -78,6 +97,7 @@ __all__ = [
     "RecordLike",
     "RecordSummary",
     "Result",
+    "ResultCodec",
     "RunOutcome",
     "RunStatus",
     "SQLiteBusyError",
@@ -87,23 +107,29 @@ __all__ = [
     "SQLiteStoreError",
     "Status",
     "StoreError",
+    "ToolGuard",
     "ToolOutcomeUnknown",
+    "ToolRaisedEarlier",
     "Transition",
     "Uncertainty",
     "checkpoint_key",
+    "checkpointed",
     "claim_delivery",
     "claim_execution",
     "complete_delivery",
     "complete_execution",
     "create_checkpoint",
+    "current_call_id",
     "decide_checkpoint",
     "default_error_payload",
     "fingerprint",
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",
+    "result_codec",
     "run_once",
     "run_once_async",
+    "tool_call",
     "validate_checkpoint",
 ]
 

@@ -1,0 +1,541 @@
+"""Guard a tool in one line: :func:`checkpointed`, for tools whose result the framework
+hands to the model.
+
+Inside an agent framework the host does not send the result itself: the tool returns it
+and the framework delivers it. :func:`checkpointed` wraps the tool so that it runs at
+most once per call id, through the same host protocol as :func:`~.runner.run_once`:
+claim, run, store the exact result, then hand it back. The delivery phase is the
+hand-back: ``delivered`` means the result was returned to the framework, not that the
+model received it. Handing back has no effect outside the process, so a replay of the
+same call id hands back the stored result again, whatever phase the record is in, and
+never runs the tool.
+
+What a call returns or raises:
+
+- The tool ran in this call: what it returned (the live value), or what it raised,
+  re-raised after its type was stored.
+- A result is stored: the stored result, rebuilt by the :class:`ResultCodec` (the same
+  type as the tool's return annotation); a stored error raises :class:`ToolRaisedEarlier`.
+- No result to hand back: :class:`CallInFlight` (an attempt holds the claim: it may still
+  be running, or its worker died), :class:`CallNeedsReconciliation` (the outcome is
+  unknown: an operator settles it), :class:`CallResultPruned`, or
+  :class:`CallStoreUnavailable`. Each carries the :class:`~.runner.RunOutcome`.
+- A stored record of another binding (the same call id with other arguments, tool or
+  revision): :class:`~.errors.CheckpointError` BINDING_CONFLICT, never a cache hit.
+
+The stored payload is an envelope: ``{"returned": <the encoded result>}`` or
+``{"raised": {"type": "<exception type>"}}`` (an exception's message may hold secrets
+and is not stored). An operator completing a stuck call writes the same shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
+
+from .errors import CheckpointError, ErrorCode
+from .fingerprint import fingerprint
+from .records import Binding
+from .runner import (
+    DEFAULT_NOT_SENT,
+    RunOutcome,
+    RunStatus,
+    ToolOutcomeUnknown,
+    run_once,
+    run_once_async,
+)
+from .store import AsyncCheckpointStore, CheckpointStore
+from .table import TABLE, Status
+from .validation import JSONValue
+
+__all__ = [
+    "CallInFlight",
+    "CallNeedsReconciliation",
+    "CallNotAnswered",
+    "CallResultPruned",
+    "CallStoreUnavailable",
+    "ResultCodec",
+    "ToolGuard",
+    "ToolRaisedEarlier",
+    "checkpointed",
+    "current_call_id",
+    "result_codec",
+    "to_json",
+    "tool_call",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_CALL_ID: ContextVar[str | None] = ContextVar("tool_execution_checkpoint.call_id", default=None)
+
+
+@contextmanager
+def tool_call(call_id: str) -> Iterator[None]:
+    """Make ``call_id`` the call id of every guarded tool called inside the block (in
+    this thread or task and what it starts): the id that survives the framework's retry or
+    resume, such as the model's tool-use id."""
+    token = _CALL_ID.set(call_id)
+    try:
+        yield
+    finally:
+        _CALL_ID.reset(token)
+
+
+def current_call_id() -> str | None:
+    """The call id set by the innermost :func:`tool_call` block, or None."""
+    return _CALL_ID.get()
+
+
+# --- what a call that cannot be answered raises --------------------------------------------
+
+
+class CallNotAnswered(Exception):
+    """The guarded call has no result to hand back. ``outcome`` says why; ``reason`` is
+    the outcome's reason (never a payload)."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        detail = f" ({outcome.reason})" if outcome.reason else ""
+        super().__init__(f"the tool call was not answered: {outcome.status.value}{detail}")
+        self.outcome = outcome
+        self.reason = outcome.reason
+
+
+class CallInFlight(CallNotAnswered):
+    """An attempt holds the execution claim: its worker may still be running the tool or
+    may have died. Call again later (or pass ``wait_seconds``); if its worker is known to be
+    gone, an operator settles the record (``reconcile --mark-uncertain``)."""
+
+
+class CallNeedsReconciliation(CallNotAnswered):
+    """Whether the tool's effect happened is unknown (the record is uncertain, or the
+    result could not be stored). Nothing runs the tool again; an operator settles it."""
+
+
+class CallResultPruned(CallNotAnswered):
+    """The call was delivered and its stored result has since been pruned."""
+
+
+class CallStoreUnavailable(CallNotAnswered):
+    """The store failed too often to finish; the record says what remains and nothing is
+    done twice when the call is made again."""
+
+
+class ToolRaisedEarlier(Exception):
+    """The tool raised when this call first ran it; that exception's type was stored.
+
+    Attributes:
+        error_type: The exception's type name.
+    """
+
+    def __init__(self, error_type: str) -> None:
+        super().__init__(f"the tool raised {error_type} when this call first ran it")
+        self.error_type = error_type
+
+
+# --- result codecs -------------------------------------------------------------------------
+
+
+class ResultCodec(Protocol[T]):
+    """How a tool's result is stored as JSON and rebuilt on a replay."""
+
+    def encode(self, value: T) -> JSONValue:
+        """The JSON value to store (anything else raises)."""
+        ...
+
+    def decode(self, payload: JSONValue) -> T:
+        """The result rebuilt from a stored payload."""
+        ...
+
+
+class _JSONCodec:
+    """A result that is plain JSON is stored as it is."""
+
+    def encode(self, value: Any) -> JSONValue:
+        return to_json(value)
+
+    def decode(self, payload: JSONValue) -> Any:
+        return payload
+
+
+@dataclasses.dataclass(frozen=True)
+class _PydanticCodec:
+    """Any type pydantic can validate: models, dataclasses, TypedDicts, containers."""
+
+    adapter: Any
+
+    def encode(self, value: Any) -> JSONValue:
+        return cast(JSONValue, self.adapter.dump_python(value, mode="json"))
+
+    def decode(self, payload: JSONValue) -> Any:
+        return self.adapter.validate_python(payload)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DataclassCodec:
+    """A dataclass without pydantic: its fields as a JSON object, nested dataclasses
+    rebuilt from their annotations."""
+
+    cls: type[Any]
+
+    def encode(self, value: Any) -> JSONValue:
+        return to_json(value)
+
+    def decode(self, payload: JSONValue) -> Any:
+        return _rebuild(self.cls, payload)
+
+
+def _rebuild(annotation: Any, payload: JSONValue) -> Any:
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        if not isinstance(payload, dict):
+            raise CheckpointError(
+                ErrorCode.INVALID_CHECKPOINT,
+                "is not an object of the result's fields",
+                field="result",
+            )
+        hints = typing.get_type_hints(annotation)
+        fields = {field.name for field in dataclasses.fields(annotation)}
+        return annotation(
+            **{
+                name: _rebuild(hints.get(name, Any), value)
+                for name, value in payload.items()
+                if name in fields
+            }
+        )
+    return payload
+
+
+_PLAIN = (str, int, float, bool, type(None), dict, list)
+
+
+def result_codec(annotation: object) -> ResultCodec[Any]:
+    """The codec for a return annotation: plain JSON (or none) as it is; with pydantic
+    installed, whatever pydantic validates (a model, a dataclass, a TypedDict, a container
+    of them); without it, a dataclass by its fields."""
+    origin = typing.get_origin(annotation) or annotation
+    if annotation in (inspect.Signature.empty, Any, None) or origin in _PLAIN:
+        return _JSONCodec()
+    try:
+        import pydantic  # noqa: PLC0415 - optional: only a typed result needs it
+    except ImportError:
+        if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+            return _DataclassCodec(annotation)
+        return _JSONCodec()
+    return _PydanticCodec(pydantic.TypeAdapter(cast(Any, annotation)))
+
+
+def to_json(value: object) -> JSONValue:
+    """``value`` as plain JSON, for fingerprints and untyped results: JSON as it is,
+    tuples as lists, pydantic models and dataclasses as their fields (pydantic's
+    ``model_dump(mode="json")`` where it applies). Anything else raises
+    :class:`~.errors.CheckpointError` PAYLOAD_NOT_JSON naming only its type."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(item) for item in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return cast(JSONValue, dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            field.name: to_json(getattr(value, field.name)) for field in dataclasses.fields(value)
+        }
+    raise CheckpointError(
+        ErrorCode.PAYLOAD_NOT_JSON, f"holds a {type(value).__name__}", field="value"
+    )
+
+
+# --- the guard -----------------------------------------------------------------------------
+
+_RETURNED = "returned"
+_RAISED = "raised"
+
+
+def _error_envelope(error: Exception) -> JSONValue:
+    return {_RAISED: {"type": type(error).__name__}}
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolGuard:
+    """One tool's guard: what :func:`checkpointed` builds, and what an adapter that
+    intercepts a framework's tool calls uses directly.
+
+    Attributes:
+        store: Where the checkpoints live.
+        tool_name: The binding's tool name.
+        namespace: The binding's namespace.
+        revision: The binding's tool revision: change it when a stored result no longer
+            fits the tool.
+        codec: How the result is stored and rebuilt.
+        pass_through: The tool's exceptions that are the framework's control flow: the
+            execution is marked uncertain and the exception re-raised.
+        wait_seconds: How long a call that finds another attempt executing waits for it.
+        poll_seconds: How often it reads while it waits.
+        max_payload_bytes: The payload limit of each record.
+    """
+
+    store: CheckpointStore | AsyncCheckpointStore
+    tool_name: str
+    namespace: str = "default"
+    revision: str = "1"
+    codec: ResultCodec[Any] = dataclasses.field(default_factory=_JSONCodec)
+    pass_through: tuple[type[BaseException], ...] = ()
+    wait_seconds: float = 0.0
+    poll_seconds: float = 0.1
+    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
+
+    def binding(self, call_id: str, arguments: Mapping[str, object]) -> Binding:
+        """The binding of one call: its id, this tool, and the fingerprint of its
+        arguments (as :func:`to_json` gives them)."""
+        return Binding(
+            namespace=self.namespace,
+            call_id=call_id,
+            tool_name=self.tool_name,
+            tool_revision=self.revision,
+            input_fingerprint=fingerprint(to_json(dict(arguments))),
+        )
+
+    def call(self, call_id: str, arguments: Mapping[str, object], tool: Callable[[], T]) -> T:
+        """Run ``tool`` at most once for this call and return its result (see the module
+        docstring for what is returned and raised)."""
+        live = _Live()
+        outcome = run_once(
+            cast(CheckpointStore, self.store),
+            self.binding(call_id, arguments),
+            functools.partial(live.run, tool, self.codec),
+            _hand_back,
+            **self._options(),
+        )
+        return cast(T, self._answer(outcome, live))
+
+    async def call_async(
+        self,
+        call_id: str,
+        arguments: Mapping[str, object],
+        tool: Callable[[], Awaitable[T]],
+    ) -> T:
+        """The asyncio twin of :meth:`call`: ``tool()`` is awaited."""
+        live = _Live()
+        outcome = await run_once_async(
+            self.store,
+            self.binding(call_id, arguments),
+            functools.partial(live.run_async, tool, self.codec),
+            _hand_back,
+            **self._options(),
+        )
+        return cast(T, self._answer(outcome, live))
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "on_tool_error": _error_envelope,
+            "not_sent": DEFAULT_NOT_SENT,
+            "pass_through": self.pass_through,
+            "wait_seconds": self.wait_seconds,
+            "poll_seconds": self.poll_seconds,
+            "max_payload_bytes": self.max_payload_bytes,
+        }
+
+    def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
+        if outcome.ran_tool and outcome.has_payload:
+            if live.error is not None:
+                raise live.error
+            return live.value
+        if outcome.has_payload:
+            return self._stored(outcome)
+        record = outcome.record
+        if outcome.status is RunStatus.STORE_UNAVAILABLE:
+            raise CallStoreUnavailable(outcome)
+        if record is not None and record.status is Status.EXECUTING:
+            raise CallInFlight(outcome)
+        if record is not None and record.status is Status.DELIVERED:
+            raise CallResultPruned(outcome)
+        raise CallNeedsReconciliation(outcome)
+
+    def _stored(self, outcome: RunOutcome) -> Any:
+        payload = outcome.payload
+        if isinstance(payload, dict) and len(payload) == 1:
+            if _RETURNED in payload:
+                return self.codec.decode(payload[_RETURNED])
+            raised = payload.get(_RAISED)
+            if isinstance(raised, dict) and isinstance(raised.get("type"), str):
+                raise ToolRaisedEarlier(cast(str, raised["type"]))
+        raise CheckpointError(
+            ErrorCode.INVALID_CHECKPOINT,
+            'is not {"returned": ...} or {"raised": {"type": ...}}',
+            field="result.payload",
+        )
+
+
+def _hand_back(payload: JSONValue) -> None:
+    """The framework delivers: the hand-back itself is the return from the guard."""
+
+
+class _Live:
+    """What the tool did in this call: its live value, or the exception it raised."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: Exception | None = None
+
+    def run(self, tool: Callable[[], Any], codec: ResultCodec[Any]) -> JSONValue:
+        try:
+            self.value = tool()
+        except ToolOutcomeUnknown:
+            raise
+        except Exception as error:
+            self.error = error
+            raise
+        return self._envelope(codec)
+
+    async def run_async(
+        self, tool: Callable[[], Awaitable[Any]], codec: ResultCodec[Any]
+    ) -> JSONValue:
+        try:
+            self.value = await tool()
+        except ToolOutcomeUnknown:
+            raise
+        except Exception as error:
+            self.error = error
+            raise
+        return self._envelope(codec)
+
+    def _envelope(self, codec: ResultCodec[Any]) -> JSONValue:
+        try:
+            encoded = codec.encode(self.value)
+        except Exception as error:  # the effect happened; its result cannot be kept
+            raise ToolOutcomeUnknown(
+                f"the result could not be encoded as JSON: {type(error).__name__}"
+            ) from None
+        return {_RETURNED: encoded}
+
+
+# --- the decorator -------------------------------------------------------------------------
+
+
+def checkpointed(
+    store: CheckpointStore | AsyncCheckpointStore,
+    *,
+    namespace: str = "default",
+    name: str | None = None,
+    revision: str = "1",
+    call_id: Callable[[inspect.BoundArguments], str] | None = None,
+    exclude: Collection[str] = (),
+    codec: ResultCodec[Any] | None = None,
+    pass_through: tuple[type[BaseException], ...] = (),
+    wait_seconds: float = 0.0,
+    poll_seconds: float = 0.1,
+    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Guard a tool so that it runs at most once per call id::
+
+        @checkpointed(store)
+        def send_email(to: str, body: str) -> Receipt: ...
+
+        with tool_call(tool_use.id):
+            receipt = send_email(**tool_use.input)
+
+    The wrapper has the tool's signature (frameworks read its schema from it) and is async
+    when the tool is. Its binding is this call's id, the tool's ``name`` and ``revision``,
+    and the fingerprint of the bound arguments with the defaults applied, without the
+    parameters named in ``exclude`` (a framework's context object). The module docstring
+    lists what a call returns and raises.
+
+    Args:
+        store: A sync or async store (an async store needs an async tool).
+        namespace: The binding's namespace.
+        name: The binding's tool name (default: the function's ``__name__``).
+        revision: The binding's tool revision.
+        call_id: Reads the call id from the bound arguments (a framework's context, say);
+            by default the id of the enclosing :func:`tool_call` block.
+        exclude: Parameters left out of the fingerprint.
+        codec: How the result is stored and rebuilt (default: :func:`result_codec` of the
+            return annotation).
+        pass_through: See :class:`ToolGuard`.
+        wait_seconds: See :class:`ToolGuard`.
+        poll_seconds: See :class:`ToolGuard`.
+        max_payload_bytes: See :class:`ToolGuard`.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, when decorating, for an ``exclude`` name that is
+            not a parameter or an async store with a sync tool; when calling, for a call
+            with no call id.
+    """
+
+    def decorate(tool: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(tool)
+        unknown = set(exclude) - set(signature.parameters)
+        if unknown:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"names {len(unknown)} parameter(s) the tool does not have",
+                field="exclude",
+            )
+        is_async = inspect.iscoroutinefunction(tool)
+        if not is_async and inspect.iscoroutinefunction(getattr(store, "compare_and_swap", None)):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "is async and the tool is not: guard an async tool, or use a sync store",
+                field="store",
+            )
+        guard = ToolGuard(
+            store,
+            tool_name=name or tool.__name__,
+            namespace=namespace,
+            revision=revision,
+            codec=codec or result_codec(typing.get_type_hints(tool).get("return", Any)),
+            pass_through=pass_through,
+            wait_seconds=wait_seconds,
+            poll_seconds=poll_seconds,
+            max_payload_bytes=max_payload_bytes,
+        )
+        left_out = frozenset(exclude)
+
+        def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, object]]:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            identity = call_id(bound) if call_id is not None else current_call_id()
+            if identity is None:
+                raise CheckpointError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "is missing: call the tool inside `with tool_call(call_id):` or pass "
+                    "call_id= to checkpointed",
+                    field="call_id",
+                )
+            arguments = {
+                key: value for key, value in bound.arguments.items() if key not in left_out
+            }
+            return identity, arguments
+
+        if is_async:
+            run_async = cast(Callable[..., Awaitable[Any]], tool)
+
+            @functools.wraps(tool)
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                identity, arguments = bind(args, kwargs)
+                return await guard.call_async(
+                    identity, arguments, functools.partial(run_async, *args, **kwargs)
+                )
+
+            guarded_async.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
+            return cast(Callable[P, R], guarded_async)
+
+        @functools.wraps(tool)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            identity, arguments = bind(args, kwargs)
+            return guard.call(identity, arguments, functools.partial(tool, *args, **kwargs))
+
+        guarded.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
+        return cast(Callable[P, R], guarded)
+
+    return decorate
