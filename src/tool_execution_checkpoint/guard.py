@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -212,15 +213,47 @@ def _rebuild(annotation: Any, payload: JSONValue) -> Any:
     return payload
 
 
-_PLAIN = (str, int, float, bool, type(None), dict, list)
+_PLAIN_TYPES = (str, int, float, bool, type(None), dict, list)
+_PLAIN_ORIGINS = (dict, list, typing.Union, types.UnionType)
+
+
+def _plain(annotation: object) -> bool:
+    """Whether values of ``annotation`` are plain JSON already (so stored as they are)."""
+    if annotation in (inspect.Signature.empty, Any, None) or annotation in _PLAIN_TYPES:
+        return True
+    if typing.get_origin(annotation) in _PLAIN_ORIGINS:
+        return all(_plain(argument) for argument in typing.get_args(annotation))
+    return False
+
+
+def _return_annotation(tool: Callable[..., Any]) -> object:
+    """The tool's return annotation, resolved without needing its parameters' (a local
+    context class, say)."""
+    raw = getattr(tool, "__annotations__", {}).get("return", Any)
+    if not isinstance(raw, str):
+        return raw
+    holder = types.SimpleNamespace(__annotations__={"return": raw})
+    try:
+        return typing.get_type_hints(holder, globalns=getattr(tool, "__globals__", None))["return"]
+    except Exception:  # an unresolvable name: the caller says how to store the result
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "cannot be resolved: pass codec= to checkpointed",
+            field="return annotation",
+        ) from None
 
 
 def result_codec(annotation: object) -> ResultCodec[Any]:
-    """The codec for a return annotation: plain JSON (or none) as it is; with pydantic
-    installed, whatever pydantic validates (a model, a dataclass, a TypedDict, a container
-    of them); without it, a dataclass by its fields."""
-    origin = typing.get_origin(annotation) or annotation
-    if annotation in (inspect.Signature.empty, Any, None) or origin in _PLAIN:
+    """The codec for a return annotation: plain JSON, a TypedDict (or no annotation) as it
+    is; with pydantic installed, whatever pydantic validates (a model, a dataclass, a
+    container of them); without it, a dataclass by its fields.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for an annotation pydantic refuses.
+    """
+    if _plain(annotation):
+        return _JSONCodec()
+    if typing.is_typeddict(annotation):  # a dict at run time, stored and read as one
         return _JSONCodec()
     try:
         import pydantic  # noqa: PLC0415 - optional: only a typed result needs it
@@ -228,7 +261,14 @@ def result_codec(annotation: object) -> ResultCodec[Any]:
         if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
             return _DataclassCodec(annotation)
         return _JSONCodec()
-    return _PydanticCodec(pydantic.TypeAdapter(cast(Any, annotation)))
+    try:
+        return _PydanticCodec(pydantic.TypeAdapter(cast(Any, annotation)))
+    except pydantic.PydanticUserError:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "is a type pydantic cannot store: pass codec= to checkpointed",
+            field="return annotation",
+        ) from None
 
 
 def to_json(value: object) -> JSONValue:
@@ -493,7 +533,7 @@ def checkpointed(
             tool_name=name or tool.__name__,
             namespace=namespace,
             revision=revision,
-            codec=codec or result_codec(typing.get_type_hints(tool).get("return", Any)),
+            codec=codec or result_codec(_return_annotation(tool)),
             pass_through=pass_through,
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,

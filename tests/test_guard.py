@@ -1,0 +1,494 @@
+"""checkpointed and ToolGuard: a tool guarded in one line runs at most once per call id
+and hands back the same typed result on every replay."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import sys
+import typing
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pydantic
+import pytest
+
+from test_store import AsyncMemoryStore
+from tool_execution_checkpoint import (
+    AsyncSQLiteStore,
+    CallInFlight,
+    CallNeedsReconciliation,
+    CallResultPruned,
+    CallStoreUnavailable,
+    Checkpoint,
+    CheckpointError,
+    ErrorCode,
+    MemoryStore,
+    SQLiteStore,
+    Status,
+    StoreError,
+    ToolGuard,
+    ToolOutcomeUnknown,
+    ToolRaisedEarlier,
+    checkpointed,
+    current_call_id,
+    prune_result,
+    result_codec,
+    run_once,
+    tool_call,
+)
+
+SECRET = "SECRET-a1b2c3"
+
+
+class Receipt(pydantic.BaseModel):
+    message_id: str
+    recipients: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    sku: str
+    cents: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Invoice:
+    number: int
+    lines: list[Line]
+    total: Line
+
+
+class Summary(TypedDict):
+    sent: int
+    note: str
+
+
+class Outbox:
+    """Counts a tool's effects."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def send(self, to: str, body: str) -> Receipt:
+        self.sent.append((to, body))
+        return Receipt(message_id=f"m-{len(self.sent)}", recipients=[to])
+
+
+def test_a_replay_returns_the_stored_result_as_the_same_type_without_running() -> None:
+    store, outbox = MemoryStore(), Outbox()
+
+    @checkpointed(store)
+    def send_email(to: str, body: str) -> Receipt:
+        return outbox.send(to, body)
+
+    with tool_call("toolu_1"):
+        first = send_email("ada@example.com", SECRET)
+        again = send_email("ada@example.com", SECRET)
+    assert outbox.sent == [("ada@example.com", SECRET)]
+    assert isinstance(again, Receipt)
+    assert again == first == Receipt(message_id="m-1", recipients=["ada@example.com"])
+    with tool_call("toolu_2"):
+        assert send_email("ada@example.com", SECRET).message_id == "m-2"
+    assert len(outbox.sent) == 2
+
+
+def test_the_first_run_hands_back_the_live_value_itself() -> None:
+    produced: list[Receipt] = []
+
+    @checkpointed(MemoryStore())
+    def send_email(to: str) -> Receipt:
+        produced.append(Receipt(message_id="m-1", recipients=[to]))
+        return produced[-1]
+
+    with tool_call("toolu_1"):
+        assert send_email("ada@example.com") is produced[0]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (Invoice, Invoice(7, [Line("a", 1), Line("b", 2)], Line("t", 3))),
+        (Summary, Summary(sent=2, note="ok")),
+        (list[Receipt], [Receipt(message_id="m", recipients=[])]),
+        (dict[str, int], {"a": 1}),
+        (float, 0.1 + 0.2),
+        (int, 2**63 + 1),
+        (str | None, None),
+        (Any, {"nested": [1, 2.5, "x", None, True]}),
+    ],
+)
+def test_every_annotated_result_survives_the_replay_exactly(annotation: Any, value: Any) -> None:
+    runs = 0
+
+    def tool() -> Any:
+        nonlocal runs
+        runs += 1
+        return value
+
+    tool.__annotations__["return"] = annotation
+    guarded = checkpointed(MemoryStore())(tool)
+    with tool_call("toolu_1"):
+        guarded()
+        replayed = guarded()
+    assert runs == 1
+    assert replayed == value
+    assert type(replayed) is type(value)
+
+
+def test_without_pydantic_a_dataclass_is_rebuilt_from_its_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pydantic", None)
+    codec = result_codec(Invoice)
+    invoice = Invoice(7, [Line("a", 1)], Line("t", 1))
+    payload = codec.encode(invoice)
+    assert payload == {
+        "number": 7,
+        "lines": [{"sku": "a", "cents": 1}],
+        "total": {"sku": "t", "cents": 1},
+    }
+    rebuilt = codec.decode(payload)
+    assert rebuilt.total == Line("t", 1)
+    assert rebuilt.number == 7
+
+
+def test_a_tool_error_is_raised_as_itself_then_as_its_stored_type_never_rerun() -> None:
+    store = MemoryStore()
+    runs = 0
+    error = ValueError(SECRET)
+
+    @checkpointed(store)
+    def charge(card: str) -> str:  # noqa: ARG001 - the argument is fingerprinted
+        nonlocal runs
+        runs += 1
+        raise error
+
+    with tool_call("toolu_1"):
+        with pytest.raises(ValueError, match=SECRET) as first:
+            charge("4242")
+        with pytest.raises(ToolRaisedEarlier) as replayed:
+            charge("4242")
+    assert first.value is error
+    assert replayed.value.error_type == "ValueError"
+    assert SECRET not in str(replayed.value)
+    assert runs == 1
+    (key,) = store.keys()
+    stored = store.get(key)
+    assert stored is not None
+    assert stored["result"]["payload"] == {"raised": {"type": "ValueError"}}
+
+
+def test_an_unknown_outcome_needs_reconciliation_on_every_call() -> None:
+    runs = 0
+
+    @checkpointed(MemoryStore())
+    def charge(card: str) -> str:  # noqa: ARG001 - the argument is fingerprinted
+        nonlocal runs
+        runs += 1
+        raise ToolOutcomeUnknown("the gateway timed out after the request left")
+
+    with tool_call("toolu_1"):
+        for _ in range(2):
+            with pytest.raises(CallNeedsReconciliation) as caught:
+                charge("4242")
+            assert caught.value.reason == "the gateway timed out after the request left"
+    assert runs == 1
+
+
+def test_a_result_that_cannot_be_stored_is_uncertain_not_an_error_result() -> None:
+    runs = 0
+
+    @checkpointed(MemoryStore())
+    def make() -> Any:
+        nonlocal runs
+        runs += 1
+        return object()
+
+    with tool_call("toolu_1"):
+        for _ in range(2):
+            with pytest.raises(CallNeedsReconciliation) as caught:
+                make()
+            assert caught.value.outcome.record is not None
+            assert caught.value.outcome.record.status is Status.UNCERTAIN
+    assert runs == 1
+
+
+def test_a_call_in_flight_is_not_run_again() -> None:
+    runs = 0
+    inner: list[BaseException] = []
+
+    @checkpointed(MemoryStore())
+    def charge(card: str) -> str:
+        nonlocal runs
+        runs += 1
+        try:
+            charge(card)  # the same call arriving while this one runs
+        except CallInFlight as error:
+            inner.append(error)
+        return "charged"
+
+    with tool_call("toolu_1"):
+        assert charge("4242") == "charged"
+    assert runs == 1
+    assert len(inner) == 1
+
+
+def test_other_arguments_under_the_same_call_id_are_a_conflict() -> None:
+    store, outbox = MemoryStore(), Outbox()
+
+    @checkpointed(store)
+    def send_email(to: str, body: str = "hi") -> Receipt:
+        return outbox.send(to, body)
+
+    with tool_call("toolu_1"):
+        send_email("ada@example.com")
+        send_email(to="ada@example.com", body="hi")  # defaults bound: the same call
+        with pytest.raises(CheckpointError) as caught:
+            send_email("eve@example.com")
+    assert caught.value.code is ErrorCode.BINDING_CONFLICT
+    assert "eve@example.com" not in str(caught.value)
+    assert len(outbox.sent) == 1
+
+
+def test_excluded_parameters_are_not_fingerprinted() -> None:
+    outbox = Outbox()
+
+    @checkpointed(MemoryStore(), exclude=("context",))
+    def send_email(context: object, to: str) -> Receipt:  # noqa: ARG001 - excluded
+        return outbox.send(to, "hi")
+
+    with tool_call("toolu_1"):
+        send_email(object(), "ada@example.com")
+        send_email(object(), "ada@example.com")
+    assert len(outbox.sent) == 1
+
+
+def test_a_context_object_left_in_the_fingerprint_is_refused_by_type_only() -> None:
+    @checkpointed(MemoryStore())
+    def send_email(context: object, to: str) -> str:  # noqa: ARG001 - fingerprinted
+        return to
+
+    with tool_call("toolu_1"), pytest.raises(CheckpointError) as caught:
+        send_email(object(), SECRET)
+    assert caught.value.code is ErrorCode.PAYLOAD_NOT_JSON
+    assert SECRET not in str(caught.value)
+
+
+def test_the_call_id_can_be_read_from_the_arguments() -> None:
+    outbox = Outbox()
+
+    @dataclasses.dataclass
+    class Context:
+        tool_call_id: str
+
+    @checkpointed(
+        MemoryStore(),
+        exclude=("context",),
+        call_id=lambda bound: bound.arguments["context"].tool_call_id,
+    )
+    def send_email(context: Context, to: str) -> Receipt:  # noqa: ARG001 - the call id
+        return outbox.send(to, "hi")
+
+    send_email(Context("call_1"), "ada@example.com")
+    send_email(Context("call_1"), "ada@example.com")
+    send_email(Context("call_2"), "ada@example.com")
+    assert len(outbox.sent) == 2
+
+
+def test_a_call_without_a_call_id_is_refused_before_anything_runs() -> None:
+    runs = 0
+
+    @checkpointed(MemoryStore())
+    def tool() -> None:
+        nonlocal runs
+        runs += 1
+
+    assert current_call_id() is None
+    with pytest.raises(CheckpointError) as caught:
+        tool()
+    assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+    assert caught.value.field == "call_id"
+    assert runs == 0
+
+
+def test_tool_call_blocks_nest_and_restore() -> None:
+    with tool_call("outer"):
+        with tool_call("inner"):
+            assert current_call_id() == "inner"
+        assert current_call_id() == "outer"
+    assert current_call_id() is None
+
+
+def test_bad_decorations_are_refused() -> None:
+    def tool(to: str) -> str:
+        return to
+
+    with pytest.raises(CheckpointError) as caught:
+        checkpointed(MemoryStore(), exclude=("ctx",))(tool)
+    assert caught.value.field == "exclude"
+    with pytest.raises(CheckpointError) as caught:
+        checkpointed(AsyncMemoryStore())(tool)
+    assert caught.value.field == "store"
+
+
+def test_the_wrapper_keeps_the_signature_frameworks_read() -> None:
+    def send_email(to: str, body: str = "hi") -> Receipt:  # noqa: ARG001 - never called
+        """Send one e-mail."""
+        raise AssertionError
+
+    guarded = checkpointed(MemoryStore())(send_email)
+    assert inspect.signature(guarded) == inspect.signature(send_email)
+    assert typing.get_type_hints(guarded) == typing.get_type_hints(send_email)
+    assert guarded.__name__ == "send_email"
+    assert guarded.__doc__ == "Send one e-mail."
+    assert not inspect.iscoroutinefunction(guarded)
+
+
+def test_an_async_tool_is_guarded_by_an_async_wrapper(tmp_path: Path) -> None:
+    outbox = Outbox()
+
+    async def main() -> list[Receipt]:
+        store = AsyncSQLiteStore(tmp_path / "checkpoints.db")
+
+        @checkpointed(store)
+        async def send_email(to: str) -> Receipt:
+            await asyncio.sleep(0)
+            return outbox.send(to, "hi")
+
+        assert inspect.iscoroutinefunction(send_email)
+        with tool_call("toolu_1"):
+            results = [await send_email("ada@example.com") for _ in range(2)]
+        await store.aclose()
+        return results
+
+    first, again = asyncio.run(main())
+    assert again == first
+    assert isinstance(again, Receipt)
+    assert len(outbox.sent) == 1
+
+
+def test_a_cancelled_async_tool_is_uncertain_and_never_rerun() -> None:
+    runs = 0
+
+    async def main() -> None:
+        @checkpointed(AsyncMemoryStore())
+        async def slow() -> str:
+            nonlocal runs
+            runs += 1
+            await asyncio.sleep(10)
+            return "done"
+
+        with tool_call("toolu_1"):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(slow(), 0.01)
+            with pytest.raises(CallNeedsReconciliation) as caught:
+                await slow()
+        assert caught.value.reason == "cancelled"
+
+    asyncio.run(main())
+    assert runs == 1
+
+
+class Retry(Exception):
+    """A framework's control flow."""
+
+
+def test_a_pass_through_exception_is_re_raised_and_leaves_the_call_uncertain() -> None:
+    @checkpointed(MemoryStore(), pass_through=(Retry,))
+    def tool() -> str:
+        raise Retry
+
+    with tool_call("toolu_1"):
+        with pytest.raises(Retry):
+            tool()
+        with pytest.raises(CallNeedsReconciliation) as caught:
+            tool()
+    assert caught.value.reason == "passed through: Retry"
+
+
+class LosesTheDeliveredMark(MemoryStore):
+    """Applies every write but the last one of a call, the delivered mark."""
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        if record.status is Status.DELIVERED:
+            raise StoreError("injected: the host died before the delivered mark")
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+def test_a_stored_result_is_handed_back_whatever_phase_the_record_is_stuck_in() -> None:
+    store, outbox = LosesTheDeliveredMark(), Outbox()
+
+    @checkpointed(store)
+    def send_email(to: str) -> Receipt:
+        return outbox.send(to, "hi")
+
+    with tool_call("toolu_1"):
+        first = send_email("ada@example.com")
+        (key,) = store.keys()
+        assert (store.get(key) or {})["status"] == "delivering"
+        assert send_email("ada@example.com") == first
+    assert len(outbox.sent) == 1
+
+
+def test_a_pruned_result_is_not_answered() -> None:
+    store = MemoryStore()
+
+    @checkpointed(store)
+    def tool() -> int:
+        return 1
+
+    with tool_call("toolu_1"):
+        tool()
+        (key,) = store.keys()
+        stored = Checkpoint.from_dict(store.get(key) or {})
+        pruned = prune_result(stored, at="2026-12-03T00:00:00Z")
+        assert store.compare_and_swap(key, pruned.expected_revision, pruned.next)
+        with pytest.raises(CallResultPruned):
+            tool()
+
+
+class Down(MemoryStore):
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:  # noqa: ARG002
+        raise StoreError("injected: down")
+
+    def get(self, key: str) -> Any:  # noqa: ARG002
+        raise StoreError("injected: down")
+
+
+def test_a_store_that_is_down_runs_nothing_and_says_so() -> None:
+    runs = 0
+
+    @checkpointed(Down())
+    def tool() -> int:
+        nonlocal runs
+        runs += 1
+        return 1
+
+    with tool_call("toolu_1"), pytest.raises(CallStoreUnavailable):
+        tool()
+    assert runs == 0
+
+
+def test_a_stored_payload_of_another_shape_is_an_invalid_checkpoint() -> None:
+    store = MemoryStore()
+    guard = ToolGuard(store, tool_name="tool")
+    # A result completed by hand without the envelope.
+    run_once(store, guard.binding("toolu_1", {}), lambda: {"raw": SECRET}, lambda _: None)
+    with pytest.raises(CheckpointError) as caught:
+        guard.call("toolu_1", {}, lambda: None)
+    assert caught.value.code is ErrorCode.INVALID_CHECKPOINT
+    assert SECRET not in str(caught.value)
+
+
+def test_the_guard_works_on_the_embedded_store_across_restarts(tmp_path: Path) -> None:
+    outbox = Outbox()
+    path = tmp_path / "checkpoints.db"
+    for _ in range(2):  # two host processes, one after the other, on the same file
+        store = SQLiteStore(path)
+        send_email = checkpointed(store)(Outbox.send.__get__(outbox))
+        with tool_call("toolu_1"):
+            assert send_email("ada@example.com", "hi").message_id == "m-1"
+        store.close()
+    assert len(outbox.sent) == 1
