@@ -187,9 +187,11 @@ class FakeMessages(ThreadingHTTPServer):
         with self.lock:
             self.requests += 1
             last = messages[-1]["content"]
-            if isinstance(last, str):
+            blocks = [] if isinstance(last, str) else last
+            results = [block for block in blocks if block["type"] == "tool_result"]
+            if not results:  # the user's prompt, as text or as text blocks
                 return 200, _message([_tool_use(next(self.tool_use_ids))], "tool_use")
-            result = next(block for block in last if block["type"] == "tool_result")
+            result = results[0]
             asked = [b["id"] for b in messages[-2]["content"] if b["type"] == "tool_use"]
             if result["tool_use_id"] not in asked:
                 return 400, _error("invalid_request_error", "tool_result without its tool_use")
