@@ -18,27 +18,28 @@ its own process (so it outlives the hosts):
 2. Host process 2 attaches to the same session. The history still shows the call
    unanswered, so the runner dispatches it again.
 
-With the handler wrapped by ``run_once`` over a ``SQLiteStore`` file that both hosts
-open, host 2 answers with the result stored by host 1 and the e-mail goes out once. The
-bare handler sends it twice.
+With the handler guarded by the anthropic adapter's ``checkpointed_tool`` over a
+``SQLiteStore`` file that both hosts open, host 2 answers with the result stored by host 1
+and the e-mail goes out once. The bare handler sends it twice. The glue is one line::
 
-How ``run_once`` fits a runner that posts the result itself. The SDK calls the handler
-with the tool's input and posts what it returns, so ``deliver`` here is the handoff: it
-gives the stored payload back to the SDK, which posts it and retries the POST. The record
-then says "delivered" once it is handed over, not once the session has it. The session's
-own history is the authority on that: the runner dispatches a call again only while the
-session is still waiting on it, which means the earlier handoff never landed. So the
-wrapped handler answers any dispatch from the stored result, also when the record says
-``already-delivered`` (a host died after the handoff, as here) or
-``needs-delivery-reconciliation`` (it died inside the handoff). It never runs the tool
-again: a record left executing or uncertain (a host died inside the tool) is answered
-with an error result that says so, for a person to reconcile.
+    @checkpointed_tool(store)
+    def send_email(to: str) -> str: ...
 
-The call id. The runner gives the handler only the tool's input, not the event id, so
-the application keys the call by what it owns: the session it created, the tool and the
-input's fingerprint. Within one session, a second identical request is answered from the
-checkpoint instead of sending the same e-mail again; a tool that may legitimately repeat
-an identical call in one session needs another key.
+How the guard fits a runner that posts the result itself. The SDK calls the handler with
+the tool's input and posts what it returns, so the delivery is the hand-back: the record
+says "delivered" once the result is handed to the SDK, not once the session has it. The
+session's own history is the authority on that: the runner dispatches a call again only
+while the session still waits on it, which means the earlier hand-back never landed. So
+the guard answers any dispatch of a call with a stored result from that result, whatever
+phase the record is in, and never runs the tool again; a record left executing or
+uncertain (a host died inside the tool) raises, and the runner posts an error result that
+names the checkpoint's status, for a person to reconcile.
+
+The call id. The runner gives the handler only the tool's input, not the event id; the
+adapter reads the session the runner serves and keys the call by the session, its
+thread, the tool and the input's fingerprint (see the adapter's docstring for the
+consequence: within one session thread an identical second request is answered from the
+checkpoint).
 
 Run: python examples/anthropic_sessions.py [--variant checkpoint|bare] [--workdir DIR].
 Without --variant it runs both and expects one e-mail with the checkpoint and two
@@ -65,32 +66,21 @@ from pathlib import Path
 from typing import Any
 
 from anthropic import AsyncAnthropic
-from anthropic.lib.tools import ToolError, beta_tool
+from anthropic.lib.tools import beta_tool
 
-from tool_execution_checkpoint import (
-    Binding,
-    CheckpointStore,
-    JSONValue,
-    RunOutcome,
-    RunStatus,
-    SQLiteStore,
-    fingerprint,
-    run_once,
-)
+from tool_execution_checkpoint import CheckpointStore, SQLiteStore
+from tool_execution_checkpoint.adapters.anthropic import checkpointed_tool
 
 SESSION_ID = "sesn_example_01"
 TOOL_USE_ID = "sevt_custom_tool_use_01"
 ARGUMENTS = {"to": "ada@example.com"}
 DUMMY_API_KEY = "sk-ant-dummy-key-for-the-local-fake-server"
 VARIANTS = {
-    "checkpoint": "the handler wrapped by run_once over one SQLiteStore file",
+    "checkpoint": "the handler guarded by checkpointed_tool over one SQLiteStore file",
     "bare": "the handler runs send_email itself, no checkpoint",
 }
 EXPECTED_EMAILS = {"checkpoint": 1, "bare": 2}
 TIMEOUT = 60.0
-# What the record says when a handoff to the SDK happened but the session never got it.
-REDELIVERABLE = {RunStatus.ALREADY_DELIVERED, RunStatus.NEEDS_DELIVERY_RECONCILIATION}
-
 
 # --- the tool and the wrapper ------------------------------------------------------------
 
@@ -103,49 +93,17 @@ def send_email(outbox: Path, to: str) -> dict[str, str]:
     return {"messageId": f"m-{sent}", "to": to}
 
 
-def binding_for(session_id: str, arguments: dict[str, str]) -> Binding:
-    """The call's binding: keyed by the session, the tool and the input, all of which
-    the application owns when the runner hands it only the input."""
-    digest = fingerprint(arguments)
-    return Binding(
-        namespace="anthropic-sessions-example",
-        call_id=f"{session_id}/send_email/{digest}",
-        tool_name="send_email",
-        tool_revision="1",
-        input_fingerprint=digest,
-    )
-
-
-def answer(outcome: RunOutcome, handed: list[JSONValue]) -> JSONValue:
-    """The payload to give the SDK for a dispatched call: the one ``run_once`` handed
-    over, or the stored one when the record says it was handed over before (the session,
-    still waiting, says that handoff was lost). Raises ToolError, which the SDK posts as
-    an error result, when no result is stored or the tool may still be running."""
-    if handed:
-        return handed[0]
-    stored = outcome.record.result if outcome.record is not None else None
-    if outcome.status in REDELIVERABLE and stored is not None and stored.pruned_at is None:
-        return stored.payload
-    raise ToolError(
-        f"send_email was not run again: its checkpoint is {outcome.status.value}; the"
-        " e-mail may or may not have been sent, and a person must reconcile it"
-    )
-
-
-def checkpointed(
-    store: CheckpointStore, session_id: str, outbox: Path, log: Callable[[str], None]
+def guarded(
+    store: CheckpointStore, outbox: Path, log: Callable[[str], None]
 ) -> Callable[[str], str]:
-    """``send_email`` as the SDK's handler, wrapped by ``run_once``: the tool runs at
-    most once per call, and every dispatch is answered with the stored result."""
+    """``send_email`` as the SDK's handler, guarded: it runs at most once per call, and
+    every dispatch is answered with the stored result."""
 
+    @checkpointed_tool(store, name="send_email")
     def handler(to: str) -> str:
-        handed: list[JSONValue] = []
-        binding = binding_for(session_id, {"to": to})
-        outcome = run_once(store, binding, lambda: send_email(outbox, to), handed.append)
-        payload = answer(outcome, handed)
-        ran = "ran send_email" if outcome.ran_tool else "did not run the tool"
-        log(f"checkpoint {outcome.status.value}: {ran}; handing {payload} to the SDK")
-        return json.dumps(payload, sort_keys=True)
+        result = send_email(outbox, to)
+        log(f"checkpoint: ran send_email; handing {result} to the SDK")
+        return json.dumps(result, sort_keys=True)
 
     return handler
 
@@ -179,11 +137,7 @@ async def run_host(
     log = host_log(number)
     client = AsyncAnthropic(api_key=DUMMY_API_KEY, base_url=base_url, max_retries=0)
     with SQLiteStore(store_path) as store:
-        handler = (
-            checkpointed(store, SESSION_ID, outbox, log)
-            if variant == "checkpoint"
-            else bare(outbox, log)
-        )
+        handler = guarded(store, outbox, log) if variant == "checkpoint" else bare(outbox, log)
         tool = beta_tool(handler, name="send_email", description="Send an e-mail.")
         runner = client.beta.sessions.events.tool_runner(SESSION_ID, tools=[tool], max_idle=0.5)
         async for call in runner:
