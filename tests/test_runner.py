@@ -224,10 +224,13 @@ def test_concurrent_hosts_run_the_tool_once() -> None:
     }
 
 
-def test_logs_name_the_call_and_status_never_the_payload(caplog: pytest.LogCaptureFixture) -> None:
+def test_logs_name_the_key_and_status_never_the_payload_or_the_call_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
         run_once(MemoryStore(), BINDING, Tool(), Inbox())
-    assert "call_id=call-1" in caplog.text
+    assert f"key={checkpoint_key(BINDING)}" in caplog.text
+    assert BINDING.call_id not in caplog.text
     assert "status=delivered" in caplog.text
     assert SECRET not in caplog.text
 

@@ -776,12 +776,14 @@ def _protocol(
     )
 
 
-def _log(logger: logging.Logger, binding: Binding, state: CallState) -> None:
+def _log(logger: logging.Logger, key: str, state: CallState) -> None:
+    """One line per step: the phase, the store key (a digest, never the call id's value),
+    the status and revision of the record known; never a payload."""
     record = state.record
     logger.info(
-        "%s call_id=%s status=%s revision=%d",
+        "%s key=%s status=%s revision=%d",
         state.phase.value,
-        binding.call_id,
+        key,
         record.status.value if record is not None else "absent",
         record.revision if record is not None else 0,
     )
@@ -793,22 +795,25 @@ class _Call:
     the outcome), the state, and what the tool or the delivery raised last."""
 
     protocol: HostProtocol
+    key: str
     request: Request | RunOutcome
     state: CallState
     logger: logging.Logger | None
     caught: BaseException | None = None
 
     @classmethod
-    def start(cls, protocol: HostProtocol, token: str, logger: logging.Logger) -> _Call:
+    def start(
+        cls, protocol: HostProtocol, key: str | None, token: str, logger: logging.Logger
+    ) -> _Call:
         request, state = protocol.start(token)
         logs = logger if logger.isEnabledFor(logging.INFO) else None
-        return cls(protocol, request, state, logs)
+        return cls(protocol, key or checkpoint_key(protocol.binding), request, state, logs)
 
     def answer(self, answer: Any) -> None:
         """Hand the answer to the last request to the machine."""
         self.request, self.state = self.protocol.step(self.state, answer)
         if self.logger is not None:
-            _log(self.logger, self.protocol.binding, self.state)
+            _log(self.logger, self.key, self.state)
 
     def raised(self, error: BaseException) -> None:
         """The tool or the delivery raised ``error``."""
@@ -885,7 +890,8 @@ def run_once(
         clock: Now, as an RFC 3339 string.
         new_id: A fresh random token per call; claim ids are ``token.N``.
         max_payload_bytes: The payload limit for every record of this call.
-        logger: Gets the call id, phase, status and revision, never a payload.
+        logger: Gets the phase, the store key, status and revision, never a payload or
+            the call id.
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
@@ -906,10 +912,11 @@ def run_once(
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
         ),
+        key,
         new_id(),
         logger,
     )
-    where = key or checkpoint_key(binding)
+    where = call.key
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
@@ -991,10 +998,11 @@ async def run_once_async(
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
         ),
+        key,
         new_id(),
         logger,
     )
-    where = key or checkpoint_key(binding)
+    where = call.key
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
