@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import re
 import threading
+import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,9 +25,15 @@ from tool_execution_checkpoint import (
     Status,
     StoreError,
     checkpoint_key,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    release_delivery,
 )
 from tool_execution_checkpoint.runner import (
     DeliveryNotSent,
+    HostProtocol,
+    Returned,
     RunOutcome,
     RunStatus,
     ToolOutcomeUnknown,
@@ -33,6 +43,7 @@ from tool_execution_checkpoint.runner import (
 
 BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
 SECRET = "SECRET-a1b2c3"
+AT = "2026-12-03T00:00:00Z"
 
 
 class Tool:
@@ -553,3 +564,288 @@ def test_bad_wait_options_are_refused(option: str, value: Any) -> None:
     with pytest.raises(CheckpointError) as raised:
         run_once(MemoryStore(), BINDING, Tool(), Inbox(), **{option: value})
     assert (raised.value.code, raised.value.field) == (ErrorCode.INVALID_ARGUMENT, option)
+
+
+# --- the edges of the machine and its drivers --------------------------------------------
+
+
+def test_a_call_token_is_128_random_bits_and_claims_count_from_it() -> None:
+    records = [run_once(MemoryStore(), BINDING, Tool(), Inbox()).record for _ in range(2)]
+    tokens = set()
+    for record in records:
+        assert record is not None
+        assert record.execution is not None
+        assert record.delivery is not None
+        token, _, number = record.execution.attempt_id.partition(".")
+        assert re.fullmatch("[0-9a-f]{32}", token)
+        assert number == "1"
+        assert record.delivery.delivery_id == f"{token}.2"
+        tokens.add(token)
+    assert len(tokens) == 2
+
+
+class OperatorFirst(MemoryStore):
+    """Before the swap to ``status`` an operator settles the record its own way, so the
+    call's swap does not land."""
+
+    def __init__(self, status: Status, settle: Any) -> None:
+        super().__init__()
+        self.status, self.settle = status, settle
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        if record.status is self.status and self.settle is not None:
+            current = Checkpoint.from_dict(self.get(key) or {})
+            step, self.settle = self.settle(current), None
+            assert super().compare_and_swap(key, step.expected_revision, step.next)
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+def test_a_mark_that_an_operator_overtook_reports_the_operators_record() -> None:
+    def complete(current: Checkpoint) -> Any:
+        assert current.execution is not None
+        return complete_execution(
+            current, attempt_id=current.execution.attempt_id, at=AT, result={"found": True}
+        )
+
+    store = OperatorFirst(Status.UNCERTAIN, complete)
+    outcome = run_once(store, BINDING, Tool(error=ToolOutcomeUnknown("timed out")), Inbox())
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.record is not None
+    assert outcome.record.status is Status.COMPLETED
+    assert outcome.payload == {"found": True}
+
+
+def test_a_delivered_mark_that_an_operator_overtook_reports_the_operators_record() -> None:
+    def release(current: Checkpoint) -> Any:
+        assert current.delivery is not None
+        return release_delivery(current, delivery_id=current.delivery.delivery_id, at=AT)
+
+    inbox = Inbox()
+    outcome = run_once(OperatorFirst(Status.DELIVERED, release), BINDING, Tool(), inbox)
+    assert outcome.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    assert outcome.reason == "the record moved under this call's delivery"
+    assert outcome.record is not None
+    assert outcome.record.status is Status.COMPLETED
+    assert len(inbox.received) == 1
+
+
+class SwapsFailFrom(MemoryStore):
+    """Every swap from ``before`` to ``after`` fails, and so does every read after the
+    first such swap."""
+
+    def __init__(self, before: Status, after: Status) -> None:
+        super().__init__()
+        self.before, self.after, self.failing = before, after, False
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        current = self.get(key) or {}
+        if current.get("status") == self.before.value and record.status is self.after:
+            self.failing = True
+            raise StoreError("injected")
+        return super().compare_and_swap(key, expected_revision, record)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        if self.failing:
+            raise StoreError("injected")
+        return super().get(key)
+
+
+def test_a_delivery_that_cannot_be_recorded_says_whether_it_was_sent() -> None:
+    sent = run_once(SwapsFailFrom(Status.DELIVERING, Status.DELIVERED), BINDING, Tool(), Inbox())
+    assert sent.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    assert sent.reason == "sent, but it could not be recorded"
+    store = SwapsFailFrom(Status.DELIVERING, Status.COMPLETED)
+    not_sent = run_once(store, BINDING, Tool(), Inbox(failures=1))
+    assert not_sent.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    assert not_sent.reason == "not sent, and not released"
+
+
+BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
+    ({"binding": "call-1"}, "INVALID_ARGUMENT: binding: must be a Binding"),
+    ({"tool": None}, "INVALID_ARGUMENT: tool: must be callable"),
+    ({"deliver": "inbox"}, "INVALID_ARGUMENT: deliver: must be callable"),
+    ({"wait_seconds": -1}, "INVALID_ARGUMENT: wait_seconds: must be a number of seconds >= 0"),
+    (
+        {"wait_seconds": 1, "poll_seconds": 0},
+        "INVALID_ARGUMENT: poll_seconds: must be > 0 when wait_seconds is",
+    ),
+]
+
+
+def call_driver(driver: str, store: MemoryStore, changes: dict[str, Any]) -> RunOutcome:
+    """run_once or run_once_async on BINDING, with ``changes`` to its arguments."""
+    arguments: dict[str, Any] = {"binding": BINDING, "tool": Tool(), "deliver": Inbox()}
+    arguments |= changes
+    parts = [arguments.pop(name) for name in ("binding", "tool", "deliver")]
+    if driver == "sync":
+        return run_once(store, *parts, **arguments)
+    return asyncio.run(run_once_async(store, *parts, **arguments))
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize(("changes", "message"), BAD_ARGUMENTS)
+def test_bad_arguments_are_refused_with_their_field_and_message(
+    driver: str, changes: dict[str, Any], message: str
+) -> None:
+    store = MemoryStore()
+    with pytest.raises(CheckpointError) as raised:
+        call_driver(driver, store, changes)
+    assert str(raised.value) == message
+    assert len(store) == 0
+
+
+class AsyncCallable:
+    async def __call__(self) -> None:
+        return None
+
+
+def test_run_once_refuses_an_async_callable_object_with_its_message() -> None:
+    with pytest.raises(CheckpointError) as raised:
+        run_once(MemoryStore(), BINDING, AsyncCallable(), Inbox())
+    assert str(raised.value) == (
+        "INVALID_ARGUMENT: tool: is async: run_once cannot await it (use run_once_async)"
+    )
+
+
+def test_an_awaitable_from_a_sync_tool_is_closed_and_marks_the_call_uncertain() -> None:
+    async def effect() -> None:
+        raise AssertionError("never awaited")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unclosed coroutine would warn
+        outcome = run_once(MemoryStore(), BINDING, lambda: effect(), Inbox())  # noqa: PLW0108 - a sync callable returning a coroutine
+        assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+        assert outcome.reason == "the tool returned an awaitable run_once cannot await"
+        gc.collect()
+
+
+def test_an_awaitable_from_a_sync_deliver_is_closed_and_not_sent() -> None:
+    async def send(payload: Any) -> None:
+        del payload
+        raise AssertionError("never awaited")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcome = run_once(MemoryStore(), BINDING, Tool(), lambda payload: send(payload))  # noqa: PLW0108
+        assert outcome.status is RunStatus.DELIVERY_FAILED
+        assert outcome.reason == "not sent: DeliveryNotSent"
+        gc.collect()
+
+
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record the runner's sleeps instead of sleeping."""
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    return slept
+
+
+def held_claim() -> MemoryStore:
+    """A store whose record of BINDING another attempt holds, executing."""
+    store = MemoryStore()
+    ready = create_checkpoint(BINDING, created_at=AT)
+    claim = claim_execution(ready, attempt_id="other.1", at=AT)
+    assert store.create_if_absent(checkpoint_key(BINDING), ready)
+    assert store.compare_and_swap(checkpoint_key(BINDING), claim.expected_revision, claim.next)
+    return store
+
+
+def test_by_default_a_call_in_flight_is_answered_without_sleeping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept = sleeps(monkeypatch)
+    assert run_once(held_claim(), BINDING, Tool(), Inbox()).status is (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    )
+    assert slept == []
+
+
+def test_a_wait_is_rounded_up_to_whole_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept = sleeps(monkeypatch)
+    run_once(held_claim(), BINDING, Tool(), Inbox(), wait_seconds=0.25)
+    assert slept == [0.1, 0.1, 0.1]
+    slept.clear()
+    run_once(held_claim(), BINDING, Tool(), Inbox(), wait_seconds=1, poll_seconds=1)
+    assert slept == [1.0]
+    assert all(type(seconds) is float for seconds in slept)
+
+
+def test_the_async_driver_waits_with_asyncio_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    outcome = asyncio.run(run_once_async(held_claim(), BINDING, Tool(), Inbox(), wait_seconds=0.2))
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert slept == [0.1, 0.1]
+
+
+class DownAsync(AsyncMemoryStore):
+    async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        del key, record
+        raise StoreError("injected")
+
+    async def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise StoreError("injected")
+
+
+def test_the_async_driver_answers_store_unavailable_when_the_store_is_down() -> None:
+    tool = Tool()
+    outcome = asyncio.run(run_once_async(DownAsync(), BINDING, tool, Inbox()))
+    assert outcome.status is RunStatus.STORE_UNAVAILABLE
+    assert outcome.record is None
+    assert tool.runs == 0
+
+
+def test_the_async_driver_stores_the_hosts_error_payload() -> None:
+    inbox = Inbox()
+    asyncio.run(
+        run_once_async(
+            MemoryStore(),
+            BINDING,
+            Tool(error=KeyError(SECRET)),
+            inbox,
+            on_tool_error=lambda error: {"failed": type(error).__name__},
+        )
+    )
+    assert inbox.received == [{"failed": "KeyError"}]
+
+
+def test_the_log_names_each_step_and_an_absent_record(caplog: pytest.LogCaptureFixture) -> None:
+    key = checkpoint_key(BINDING)
+    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
+        run_once(MemoryStore(), BINDING, Tool(), Inbox())
+        run_once(Down(), BINDING, Tool(), Inbox())
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[:2] == [
+        f"swap the execution claim key={key} status=ready revision=1",
+        f"run the tool key={key} status=executing revision=2",
+    ]
+    assert lines[6] == f"finished key={key} status=delivered revision=5"
+    assert lines[7] == f"read the record key={key} status=absent revision=0"
+
+
+class Down(MemoryStore):
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        del key, record
+        raise StoreError("injected")
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise StoreError("injected")
+
+
+def test_a_finished_call_takes_no_more_answers_and_holds_no_write() -> None:
+    protocol = HostProtocol(BINDING)
+    request: Any
+    request, state = protocol.start("a" * 32)
+    answers = iter([True, True, Returned({"ok": 1}), True, True, None, True])
+    while not isinstance(request, RunOutcome):
+        request, state = protocol.step(state, next(answers))
+    assert request.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert state.pending is None
+    with pytest.raises(CheckpointError) as raised:
+        protocol.step(state, True)
+    assert str(raised.value) == "INVALID_ARGUMENT: state: the call is finished"

@@ -828,8 +828,16 @@ class _Call:
         return self.request
 
 
+def _check_callables(tool: object, deliver: object) -> None:
+    """Refuse a tool or deliver that cannot be called, before anything is stored."""
+    for name, part in (("tool", tool), ("deliver", deliver)):
+        if not callable(part):
+            raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be callable", field=name)
+
+
 def _refuse_async(store: object, tool: object, deliver: object) -> None:
     """run_once cannot await: refuse async parts before anything runs."""
+    _check_callables(tool, deliver)
     parts = {
         "store": getattr(store, "compare_and_swap", None),
         "tool": tool,
@@ -895,8 +903,9 @@ def run_once(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for an async store, tool or deliver, or a bad
-            option; any error of the stored record's validation.
+            binding; INVALID_ARGUMENT for an async store, tool or deliver, a tool or
+            deliver that is not callable, or a bad option; any error of the stored
+            record's validation.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
             after the execution was marked uncertain, and a cancellation of ``deliver``.
     """
@@ -987,6 +996,7 @@ async def run_once_async(
     they return is awaited when it is awaitable. A cancellation while the tool runs marks
     the execution uncertain (reason ``cancelled``) while the store still answers, then
     propagates."""
+    _check_callables(tool, deliver)
     call = _Call.start(
         _protocol(
             binding,
