@@ -146,7 +146,8 @@ TRANSITION_KEYS = "['clears', 'fence', 'from', 'grants', 'meaning', 'requires_nu
 STATUS_KEYS = "['action', 'forbidden', 'meaning', 'required', 'terminal']"
 TOP_KEYS = "['errors', 'limits', 'promises', 'protocol', 'statuses', 'timestamps', 'transitions']"
 PROTOCOL_KEYS = (
-    "['format_why', 'initial_revision', 'initial_revision_why', 'initial_status', 'schema_version']"
+    "['format_why', 'hand_back', 'initial_revision', 'initial_revision_why', 'initial_status',"
+    " 'schema_version']"
 )
 LIMIT_KEYS = (
     "['ceiling_max_payload_bytes', 'default_max_payload_bytes', 'max_depth',"
@@ -371,6 +372,10 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
     "an empty format rationale": (
         _set("protocol.format_why", ""),
         "protocol.format_why must be a non-empty string",
+    ),
+    "an empty hand-back rule": (
+        _set("protocol.hand_back", ""),
+        "protocol.hand_back must be a non-empty string",
     ),
     "an unknown initial status": (
         _set("protocol.initial_status", "new"),

@@ -83,6 +83,8 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "After a crash or reconnect it starts again at step 2. A lost CAS, or a write whose"
         " outcome is unknown, always means: reload and decide. Nothing is ever done on a CAS"
         " that did not confirm success.\n",
+        "### When the framework delivers\n",
+        f"{table.hand_back}\n",
         "## Statuses\n",
         "`decide_checkpoint` answers the status's action. *Must hold* and *must be null*"
         " list the record's nullable parts that the status requires or forbids.\n",

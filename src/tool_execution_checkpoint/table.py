@@ -168,6 +168,7 @@ class TransitionTable:
     initial_revision: int
     initial_revision_why: str
     format_why: str
+    hand_back: str
     limits: Limits
     statuses: Mapping[Status, StatusRule]
     transitions: Mapping[str, TransitionRule]
@@ -387,6 +388,7 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
             "initial_revision",
             "initial_revision_why",
             "format_why",
+            "hand_back",
         },
     )
     limits = _table(data, "limits")
@@ -401,6 +403,7 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
         initial_revision=_int(protocol, "initial_revision", "protocol"),
         initial_revision_why=_str(protocol, "initial_revision_why", "protocol"),
         format_why=_str(protocol, "format_why", "protocol"),
+        hand_back=_str(protocol, "hand_back", "protocol"),
         limits=Limits(**{key: _int(limits, key, "limits") for key in limits}),
         statuses=MappingProxyType(_load_statuses(data)),
         transitions=MappingProxyType(_load_transitions(data)),
