@@ -1,0 +1,322 @@
+"""MCP Python SDK: guard a server's tools so a call the client retries runs at most once.
+
+One line, under the SDK's own decorator (mcp 2.x, ``MCPServer``, formerly ``FastMCP``)::
+
+    server = MCPServer("mail")
+
+    @server.tool()
+    @checkpointed_tool(SQLiteStore("calls.db"))
+    def send_email(to: str, body: str) -> Receipt: ...
+
+**The call id** is an idempotency key the client sends in the request's ``_meta``, under
+:data:`IDEMPOTENCY_KEY` (``"io.github.tool-execution-checkpoint/idempotency-key"``). The
+tools/call request of MCP (revisions up to 2026-07-28, as mcp-types 2.3 models them) has no
+idempotency field of its own, and ``_meta`` is the protocol's place for what a client and
+server agree on beyond it: the key is prefixed in reverse-DNS form as the specification
+asks, under a label MCP does not reserve. The client's convention: make one key per
+logical call (a UUID), keep it with the intent before sending, and send the same key
+again on every retry of that call, after a timeout, a dropped connection, a reconnect to
+another server process, or its own restart::
+
+    key = str(uuid.uuid4())  # stored with the intent before the first send
+    await client.call_tool("send_email", args, meta={IDEMPOTENCY_KEY: key})
+
+``Client.call_tool`` resends the same ``meta`` on its own input-required rounds and on
+its ``HEADER_MISMATCH`` resend, so those keep the key. The key is the client's: two
+clients that choose the same key share one call, so keys must be unguessable and unique
+(a UUID); a server with several tenants passes ``call_id=`` a function of the
+``Context`` that adds the tenant (``f"{tenant}:{idempotency_key(ctx)}"``).
+
+**A call without a key** is refused before the tool runs: ``MCPError`` INVALID_PARAMS
+naming the ``_meta`` key. A guarded tool is one whose effect must not happen twice, and a
+client that forgot the key would otherwise never learn it was unprotected.
+``require_key=False`` runs such a call unguarded instead (no record, no replay).
+
+**The fingerprint** is of the tool's arguments as the SDK validated them, without the
+``Context`` parameter (the SDK fills it per request: another request id, session and
+transport on every retry) and without the names in ``exclude``. A tool with no
+``Context`` parameter gets one (keyword-only, :data:`CONTEXT_PARAMETER`) that the SDK
+fills and leaves out of the tool's input schema; the tool itself is called without it.
+The same key with other arguments, or for another tool, is ``MCPError`` INVALID_PARAMS
+with ``data={"code": "BINDING_CONFLICT"}``: never a replay.
+
+**What the client gets.** The first call: what the tool returned, converted by the SDK
+as usual. A retry with the same key: the stored result, rebuilt to the return
+annotation's type (:func:`~tool_execution_checkpoint.result_codec`) and converted the
+same way; the tool does not run. A tool that raised: the SDK's ``isError`` result, and on
+a retry ``isError`` again, naming the exception's type (its message is not stored). A call
+with nothing to hand back (another attempt holds the claim, the outcome is unknown, the
+result was pruned, the store failed) is ``MCPError`` INTERNAL_ERROR with
+``data={"status": <RunStatus>, "retrySameKey": <bool>}``: ``true`` when the same key may
+be sent again later (in flight, store unavailable), ``false`` when only an operator can
+settle the record (``tool-checkpoint reconcile``). No message or ``data`` holds an
+argument, a result or the key.
+
+**Control flow.** An ``MCPError`` raised by the tool (``UrlElicitationRequiredError``
+and the like) is the protocol's, not a result: it passes through (``pass_through``) after
+the execution is marked uncertain, as the guard cannot know what the tool did before it;
+a retry with the same key is then refused (``retrySameKey: false``) until an operator
+settles it. A tool that must ask the client something first should ask through
+``Resolve(...)`` parameters, which the SDK resolves before it calls the tool, so the
+guarded body runs once, in the round that has every answer. A body that returns an
+``InputRequiredResult`` is refused when decorating when its annotation says so; one that
+returns it anyway has it refused as a result (the record is marked uncertain).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Collection
+from typing import Any, ParamSpec, TypeVar, cast
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
+
+from ..errors import CheckpointError, ErrorCode
+from ..guard import (
+    CallInFlight,
+    CallNotAnswered,
+    CallStoreUnavailable,
+    ResultCodec,
+    ToolGuard,
+    ToolRaisedEarlier,
+    result_codec,
+)
+from ..store import AsyncCheckpointStore, CheckpointStore
+from ..table import TABLE
+from ..validation import JSONValue
+
+__all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "checkpointed_tool", "idempotency_key"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+IDEMPOTENCY_KEY = "io.github.tool-execution-checkpoint/idempotency-key"
+"""The ``_meta`` key of a tools/call request that holds the call's idempotency key."""
+
+CONTEXT_PARAMETER = "checkpoint_context"
+"""The keyword-only ``Context`` parameter added to a tool that has none."""
+
+
+def idempotency_key(ctx: Context[Any, Any]) -> str | None:
+    """The idempotency key the client sent in this request's ``_meta``, or None.
+
+    Raises:
+        MCPError: INVALID_PARAMS when the key is there and not a non-empty string.
+    """
+    meta = ctx.request_context.meta
+    value = None if meta is None else cast(dict[str, object], meta).get(IDEMPOTENCY_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise MCPError(INVALID_PARAMS, f"_meta[{IDEMPOTENCY_KEY!r}] is not a non-empty string")
+    return value
+
+
+class _FinalResults:
+    """The return annotation's codec, refusing an ``InputRequiredResult``: a round of
+    questions to the client is not the call's result."""
+
+    def __init__(self, codec: ResultCodec[Any]) -> None:
+        self._codec = codec
+
+    def encode(self, value: Any) -> JSONValue:
+        if isinstance(value, InputRequiredResult):
+            raise CheckpointError(
+                ErrorCode.PAYLOAD_NOT_JSON,
+                "is an InputRequiredResult: ask through Resolve(...) parameters",
+                field="result",
+            )
+        return self._codec.encode(value)
+
+    def decode(self, payload: JSONValue) -> Any:
+        return self._codec.decode(payload)
+
+
+def _answer(error: Exception) -> Exception:
+    """What the client is told instead of a result: no argument, result or key in it."""
+    if isinstance(error, ToolRaisedEarlier):
+        return ToolError(str(error))
+    if isinstance(error, CallNotAnswered):
+        retry = isinstance(error, CallInFlight | CallStoreUnavailable)
+        data = {"status": error.outcome.status.value, "retrySameKey": retry}
+        return MCPError(INTERNAL_ERROR, str(error), data=data)
+    if isinstance(error, CheckpointError):
+        if error.code is ErrorCode.BINDING_CONFLICT:
+            message = "the idempotency key was sent before with other arguments or another tool"
+        else:
+            message = str(error)
+        return MCPError(INVALID_PARAMS, message, data={"code": error.code.value})
+    return error
+
+
+def _returns_input_required(annotation: object) -> bool:
+    if annotation is InputRequiredResult:
+        return True
+    return any(_returns_input_required(arg) for arg in typing.get_args(annotation))
+
+
+def checkpointed_tool(
+    store: CheckpointStore | AsyncCheckpointStore,
+    *,
+    namespace: str = "default",
+    name: str | None = None,
+    revision: str = "1",
+    exclude: Collection[str] = (),
+    call_id: Callable[[Context[Any, Any]], str | None] = idempotency_key,
+    require_key: bool = True,
+    codec: ResultCodec[Any] | None = None,
+    wait_seconds: float = 0.0,
+    poll_seconds: float = 0.1,
+    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Guard an MCP server tool so it runs at most once per idempotency key; put it under
+    ``@server.tool()`` (see the module docstring).
+
+    Args:
+        store: A sync or async store (an async store needs an async tool).
+        namespace: The binding's namespace.
+        name: The binding's tool name (default: the function's ``__name__``).
+        revision: The binding's tool revision.
+        exclude: Parameters left out of the fingerprint, besides the ``Context``.
+        call_id: The call id of a request's ``Context`` (default :func:`idempotency_key`);
+            None means the client sent none.
+        require_key: Refuse a call without a key (default), or run it unguarded.
+        codec: How the result is stored and rebuilt (default: :func:`result_codec` of the
+            return annotation).
+        wait_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
+        poll_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
+        max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, when decorating: an ``exclude`` name that is not
+            a parameter, an async store with a sync tool, a tool annotated to return an
+            ``InputRequiredResult``, or a tool that has a parameter named
+            :data:`CONTEXT_PARAMETER` that is not its ``Context``.
+    """
+
+    def decorate(tool: Callable[P, R]) -> Callable[P, R]:
+        # Annotations resolved in the tool's module, Annotated[...] kept: the SDK reads
+        # the tool's schema from the wrapper's signature.
+        signature = inspect.signature(tool, eval_str=True)
+        returns = signature.return_annotation
+        returns = Any if returns is inspect.Signature.empty else returns
+        problem = None
+        if set(exclude) - set(signature.parameters):
+            problem = ("exclude", "names a parameter the tool does not have")
+        elif _returns_input_required(returns):
+            problem = ("tool", "returns an InputRequiredResult: ask through Resolve(...)")
+        is_async = inspect.iscoroutinefunction(tool)
+        if not is_async and inspect.iscoroutinefunction(getattr(store, "compare_and_swap", None)):
+            problem = ("store", "is async and the tool is not: use a sync store")
+        context_name = next(
+            (p.name for p in signature.parameters.values() if _is_context(p.annotation)), None
+        )
+        added = context_name is None
+        if added and CONTEXT_PARAMETER in signature.parameters:
+            problem = ("tool", f"has a parameter named {CONTEXT_PARAMETER!r}")
+        if problem is not None:
+            raise CheckpointError(ErrorCode.INVALID_ARGUMENT, problem[1], field=problem[0])
+        context_name = context_name or CONTEXT_PARAMETER
+        guard = ToolGuard(
+            store,
+            tool_name=name or tool.__name__,
+            namespace=namespace,
+            revision=revision,
+            codec=_FinalResults(
+                codec or result_codec(typing.get_type_hints(tool).get("return", Any))
+            ),
+            pass_through=(MCPError,),
+            wait_seconds=wait_seconds,
+            poll_seconds=poll_seconds,
+            max_payload_bytes=max_payload_bytes,
+        )
+        left_out = {context_name, *exclude}
+
+        def prepare(kwargs: dict[str, Any]) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+            ctx = kwargs.pop(context_name) if added else kwargs.get(context_name)
+            bound = signature.bind(**kwargs)
+            bound.apply_defaults()
+            identity = call_id(ctx) if isinstance(ctx, Context) else None
+            if identity is None and require_key:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"this tool needs an idempotency key in _meta[{IDEMPOTENCY_KEY!r}]",
+                    data={"missingMeta": IDEMPOTENCY_KEY},
+                )
+            arguments = {
+                key: value for key, value in bound.arguments.items() if key not in left_out
+            }
+            return identity, arguments, kwargs
+
+        if is_async:
+            run_async = cast(Callable[..., Any], tool)
+
+            async def guarded_async(**kwargs: Any) -> Any:
+                identity, arguments, call = prepare(kwargs)
+                if identity is None:
+                    return await run_async(**call)
+                try:
+                    return await guard.call_async(identity, arguments, lambda: run_async(**call))
+                except (CallNotAnswered, ToolRaisedEarlier, CheckpointError) as error:
+                    raise _answer(error) from None
+
+            wrapper: Callable[..., Any] = guarded_async
+        else:
+            run = cast(Callable[..., Any], tool)
+
+            def guarded(**kwargs: Any) -> Any:
+                identity, arguments, call = prepare(kwargs)
+                if identity is None:
+                    return run(**call)
+                try:
+                    return guard.call(identity, arguments, lambda: run(**call))
+                except (CallNotAnswered, ToolRaisedEarlier, CheckpointError) as error:
+                    raise _answer(error) from None
+
+            wrapper = guarded
+        _present_as(wrapper, tool, signature, add_context=added)
+        wrapper.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
+        return cast(Callable[P, R], wrapper)
+
+    return decorate
+
+
+def _is_context(hint: object) -> bool:
+    candidates = (hint, *typing.get_args(hint))
+    return any(inspect.isclass(item) and issubclass(item, Context) for item in candidates)
+
+
+def _present_as(
+    wrapper: Callable[..., Any],
+    tool: Callable[..., Any],
+    signature: inspect.Signature,
+    *,
+    add_context: bool,
+) -> None:
+    """Give ``wrapper`` the tool's name, doc, signature and annotations, which the SDK
+    reads the tool's schema and its ``Context`` parameter from; with ``add_context``, plus
+    a keyword-only ``Context`` parameter."""
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(wrapper, attribute, getattr(tool, attribute, None))
+    parameters = list(signature.parameters.values())
+    if add_context:
+        context = inspect.Parameter(
+            CONTEXT_PARAMETER, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context
+        )
+        keyword_at = next(
+            (i for i, p in enumerate(parameters) if p.kind is inspect.Parameter.VAR_KEYWORD),
+            len(parameters),
+        )
+        parameters.insert(keyword_at, context)
+    presented = signature.replace(parameters=parameters)
+    annotations = {
+        p.name: p.annotation for p in parameters if p.annotation is not inspect.Parameter.empty
+    }
+    if presented.return_annotation is not inspect.Signature.empty:
+        annotations["return"] = presented.return_annotation
+    wrapper.__signature__ = presented  # type: ignore[attr-defined]
+    wrapper.__annotations__ = annotations
