@@ -849,3 +849,91 @@ def test_a_finished_call_takes_no_more_answers_and_holds_no_write() -> None:
     with pytest.raises(CheckpointError) as raised:
         protocol.step(state, True)
     assert str(raised.value) == "INVALID_ARGUMENT: state: the call is finished"
+
+
+class Closable:
+    """An awaitable that records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __await__(self) -> Any:
+        raise AssertionError("never awaited")
+        yield  # pragma: no cover - makes this a generator
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("part", ["tool", "deliver"])
+def test_an_awaitable_that_run_once_cannot_await_is_closed(part: str) -> None:
+    awaitable = Closable()
+    tool: Any = (lambda: awaitable) if part == "tool" else Tool()
+    deliver: Any = (lambda _payload: awaitable) if part == "deliver" else Inbox()
+    run_once(MemoryStore(), BINDING, tool, deliver)
+    assert awaitable.closed
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_record_is_kept_under_the_key_the_host_passes(driver: str) -> None:
+    store = MemoryStore()
+    outcome = call_driver(driver, store, {"key": "my-key"})
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert list(store.keys()) == ["my-key"]
+
+
+def test_a_store_without_the_store_methods_is_refused() -> None:
+    with pytest.raises(CheckpointError) as raised:
+        run_once(object(), BINDING, Tool(), Inbox())  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "INVALID_ARGUMENT: store: must have create_if_absent, get and compare_and_swap"
+    )
+
+
+def test_no_wait_takes_any_poll_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept = sleeps(monkeypatch)
+    outcome = run_once(held_claim(), BINDING, Tool(), Inbox(), wait_seconds=0, poll_seconds=0)
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert slept == []
+
+
+def test_by_default_the_async_driver_answers_a_call_in_flight_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    asyncio.run(run_once_async(held_claim(), BINDING, Tool(), Inbox()))
+    assert slept == []
+
+
+class FaultyReadsAsync(AsyncMemoryStore):
+    """Writes land; every read fails."""
+
+    async def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise StoreError("injected")
+
+
+class FaultyReads(MemoryStore):
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise StoreError("injected")
+
+
+def test_both_drivers_answer_a_failing_read_alike() -> None:
+    sync_store, async_store = FaultyReads(), FaultyReadsAsync()
+    for store in (sync_store, async_store.inner):
+        ready = create_checkpoint(BINDING, created_at=AT)
+        assert store.create_if_absent(checkpoint_key(BINDING), ready)
+    sync = run_once(sync_store, BINDING, Tool(), Inbox())
+    asynchronous = asyncio.run(run_once_async(async_store, BINDING, Tool(), Inbox()))
+    assert (sync.status, sync.reason, sync.ran_tool) == (
+        asynchronous.status,
+        asynchronous.reason,
+        asynchronous.ran_tool,
+    )
+    assert sync.status is RunStatus.STORE_UNAVAILABLE

@@ -798,7 +798,7 @@ class _Call:
     key: str
     request: Request | RunOutcome
     state: CallState
-    logger: logging.Logger | None
+    logger: logging.Logger
     caught: BaseException | None = None
 
     @classmethod
@@ -806,14 +806,12 @@ class _Call:
         cls, protocol: HostProtocol, key: str | None, token: str, logger: logging.Logger
     ) -> _Call:
         request, state = protocol.start(token)
-        logs = logger if logger.isEnabledFor(logging.INFO) else None
-        return cls(protocol, key or checkpoint_key(protocol.binding), request, state, logs)
+        return cls(protocol, key or checkpoint_key(protocol.binding), request, state, logger)
 
     def answer(self, answer: Any) -> None:
         """Hand the answer to the last request to the machine."""
         self.request, self.state = self.protocol.step(self.state, answer)
-        if self.logger is not None:
-            _log(self.logger, self.key, self.state)
+        _log(self.logger, self.key, self.state)
 
     def raised(self, error: BaseException) -> None:
         """The tool or the delivery raised ``error``."""
@@ -828,25 +826,28 @@ class _Call:
         return self.request
 
 
-def _check_callables(tool: object, deliver: object) -> None:
-    """Refuse a tool or deliver that cannot be called, before anything is stored."""
+_STORE_METHODS = ("create_if_absent", "get", "compare_and_swap")
+
+
+def _check_parts(store: object, tool: object, deliver: object) -> None:
+    """Refuse a store without the store methods, or a tool or deliver that cannot be
+    called, before anything is stored."""
+    if not all(callable(getattr(store, method, None)) for method in _STORE_METHODS):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "must have create_if_absent, get and compare_and_swap",
+            field="store",
+        )
     for name, part in (("tool", tool), ("deliver", deliver)):
         if not callable(part):
             raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be callable", field=name)
 
 
-def _refuse_async(store: object, tool: object, deliver: object) -> None:
+def _refuse_async(store: Any, tool: Callable[..., Any], deliver: Callable[..., Any]) -> None:
     """run_once cannot await: refuse async parts before anything runs."""
-    _check_callables(tool, deliver)
-    parts = {
-        "store": getattr(store, "compare_and_swap", None),
-        "tool": tool,
-        "deliver": deliver,
-    }
+    parts = {"store": store.compare_and_swap, "tool": tool, "deliver": deliver}
     for name, part in parts.items():
-        if inspect.iscoroutinefunction(part) or inspect.iscoroutinefunction(
-            getattr(part, "__call__", None)  # noqa: B004 - a callable object's method
-        ):
+        if inspect.iscoroutinefunction(part) or inspect.iscoroutinefunction(part.__call__):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
                 "is async: run_once cannot await it (use run_once_async)",
@@ -903,12 +904,13 @@ def run_once(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for an async store, tool or deliver, a tool or
-            deliver that is not callable, or a bad option; any error of the stored
-            record's validation.
+            binding; INVALID_ARGUMENT for an async store, tool or deliver, a store
+            without the store methods, a tool or deliver that is not callable, or a bad
+            option; any error of the stored record's validation.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
             after the execution was marked uncertain, and a cancellation of ``deliver``.
     """
+    _check_parts(store, tool, deliver)
     _refuse_async(store, tool, deliver)
     call = _Call.start(
         _protocol(
@@ -996,7 +998,7 @@ async def run_once_async(
     they return is awaited when it is awaitable. A cancellation while the tool runs marks
     the execution uncertain (reason ``cancelled``) while the store still answers, then
     propagates."""
-    _check_callables(tool, deliver)
+    _check_parts(store, tool, deliver)
     call = _Call.start(
         _protocol(
             binding,
