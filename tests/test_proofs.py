@@ -17,6 +17,7 @@ import pytest
 
 from broken_hosts import (
     ActsOnLostClaims,
+    ReleasesAfterAnEffect,
     ReleasesUnknownDeliveries,
     ReportsOwnClaimAsLost,
     RerunsOnReconcile,
@@ -133,6 +134,10 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
 BROKEN_HOSTS = {
     "acting on a lost claim": (ActsOnLostClaims, "the tool ran 2 times"),
     "rerunning on reconcile": (RerunsOnReconcile, "the tool ran 2 times"),
+    "releasing a claim after the tool acted": (
+        ReleasesAfterAnEffect,
+        "an execution whose tool ran was released",
+    ),
     "releasing a delivery of unknown outcome": (
         ReleasesUnknownDeliveries,
         "the payload arrived 2 times",

@@ -30,6 +30,7 @@ from .runner import (
     HostProtocol,
     RunOutcome,
     RunStatus,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
     default_error_payload,
     run_once,
@@ -66,6 +67,7 @@ from .transitions import (
     mark_execution_uncertain,
     prune_result,
     release_delivery,
+    release_execution,
     validate_checkpoint,
 )
 from .validation import JSONValue
@@ -107,6 +109,7 @@ __all__ = [
     "SQLiteStoreError",
     "Status",
     "StoreError",
+    "ToolDidNotRun",
     "ToolGuard",
     "ToolOutcomeUnknown",
     "ToolRaisedEarlier",
@@ -126,6 +129,7 @@ __all__ = [
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",
+    "release_execution",
     "result_codec",
     "run_once",
     "run_once_async",
