@@ -6,9 +6,9 @@ checkpoint shared by W workers. Each worker runs the runner's own step machine,
 request per move, so the search covers the code users call, not a model of it. From every
 state it tries every worker's next request answered every way (a write lands, fails
 before landing, or lands with its reply lost; a read succeeds or fails; the tool returns,
-reports its outcome unknown, or stops before it acts (its claim then released); a send
-arrives, is refused, or times out having arrived or not), every worker's crash and
-restart, a second call after a worker's call ends, every stale replay of a write
+raises a handler error, reports its outcome unknown, or stops before it acts (its claim
+then released); a send arrives, is refused, or times out having arrived or not), every
+worker's crash and restart, a second call after a worker's call ends, every stale replay of a write
 computed earlier, the operator's reconciliation of a claim whose owner is gone
 (directly, or after marking the execution uncertain; a delivery is confirmed if it
 arrived and released if not) and the operator's pruning of a delivered payload. The
@@ -63,6 +63,7 @@ from tool_execution_checkpoint.runner import (
     ToolDidNotRun,
     ToolOutcomeUnknown,
     claim_id,
+    default_error_payload,
 )
 from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
 
@@ -182,6 +183,9 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
         yield f"{name} runs the tool", after, Returned(payload)
         unknown = Raised(ToolOutcomeUnknown("timed out"))
         yield f"{name} runs the tool (its outcome unknown)", after, unknown
+        failed = json.dumps(default_error_payload(ValueError()), separators=(",", ":"))
+        raised = replace(state, executions=(*state.executions, (attempt, failed)))
+        yield f"{name} runs the tool, which raises", raised, Raised(ValueError("failed"))
         yield f"{name} stops before the tool acts", state, Raised(ToolDidNotRun())
     elif isinstance(request, Deliver):
         assert call.record is not None
