@@ -17,6 +17,7 @@ from tool_execution_checkpoint import (
     CheckpointStore,
     ErrorCode,
     MemoryStore,
+    RecordSummary,
     Status,
     checkpoint_key,
     claim_delivery,
@@ -78,7 +79,7 @@ def test_list_records_filters_by_status_and_age_in_key_order() -> None:
         if status in (Status.EXECUTING, Status.DELIVERING) and stamp == OLD
     )
     assert [row.key for row in rows] == expected
-    assert all(row.updated_at == OLD for row in rows)
+    assert all(isinstance(row, RecordSummary) and row.updated_at == OLD for row in rows)
     everything = store.list_records(list(Status))
     assert [row.key for row in everything] == sorted(placed)
 

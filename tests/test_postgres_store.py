@@ -885,7 +885,7 @@ def test_a_refused_write_is_a_store_error_that_never_echoes_the_payload(
         assert "refused by a trigger" in str(caught.value)
         assert secret not in str(caught.value)
         assert caught.value.__cause__ is None
-        assert caught.value.__suppress_context__
+        assert caught.value.__context__ is None  # not even a suppressed context
         assert store.get(key) == claim.next.to_dict()
 
 

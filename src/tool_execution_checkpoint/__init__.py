@@ -45,12 +45,15 @@ from .sqlite import (
 )
 from .store import (
     AsyncCheckpointStore,
+    BrokenRecord,
     CheckpointStore,
     OperableCheckpointStore,
     OutcomeUnknownError,
     RecordSummary,
+    StoredRecord,
     StoreError,
     checkpoint_key,
+    decode_stored,
 )
 from .table import TABLE, Action, Status
 from .transitions import (
@@ -76,6 +79,7 @@ __all__ = [
     "AsyncCheckpointStore",
     "AsyncSQLiteStore",
     "Binding",
+    "BrokenRecord",
     "CallInFlight",
     "CallNeedsReconciliation",
     "CallNotAnswered",
@@ -107,6 +111,7 @@ __all__ = [
     "SQLiteStoreError",
     "Status",
     "StoreError",
+    "StoredRecord",
     "ToolGuard",
     "ToolOutcomeUnknown",
     "ToolRaisedEarlier",
@@ -121,6 +126,7 @@ __all__ = [
     "create_checkpoint",
     "current_call_id",
     "decide_checkpoint",
+    "decode_stored",
     "default_error_payload",
     "fingerprint",
     "mark_execution_uncertain",

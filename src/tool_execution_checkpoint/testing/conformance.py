@@ -36,7 +36,13 @@ from ..errors import CheckpointError, ErrorCode
 from ..memory import MemoryStore
 from ..operations import prune_delivered
 from ..records import Binding, Checkpoint
-from ..store import CheckpointStore, OperableCheckpointStore, checkpoint_key
+from ..store import (
+    BrokenRecord,
+    CheckpointStore,
+    OperableCheckpointStore,
+    RecordSummary,
+    checkpoint_key,
+)
 from ..table import Action, Status
 from ..transitions import (
     Transition,
@@ -438,7 +444,8 @@ class OperableStoreConformance(StoreConformance):
         for statuses, before in queries:
             expected = model.list_records(statuses, updated_before_us=before)
             assert store.list_records(statuses, updated_before_us=before) == expected
-        pages, after = [], None
+        pages: list[RecordSummary | BrokenRecord] = []
+        after = None
         while page := store.list_records(list(Status), after_key=after, limit=3):
             assert len(page) <= 3
             pages += page
