@@ -69,6 +69,7 @@ from tool_execution_checkpoint.redis_store import (
 )
 from tool_execution_checkpoint.store import (
     AsyncCheckpointStore,
+    BrokenRecord,
     OperableCheckpointStore,
     RecordSummary,
 )
@@ -267,7 +268,7 @@ def test_list_records_answers_as_memory_store_does(
                 statuses, updated_before_us=before, after_key=after, limit=limit
             )
             # Paging through everything gives MemoryStore's whole listing.
-            pages: list[RecordSummary] = []
+            pages: list[RecordSummary | BrokenRecord] = []
             last = None
             for _page in range(len(keys) + 1):  # a store that repeats a key cannot loop
                 page = store.list_records(
@@ -336,7 +337,7 @@ def test_the_async_store_lists_as_the_sync_store_does(redis_url: str) -> None:  
     for number, status in enumerate(Status):
         write_everywhere([store], f"k{number}", status, NOW, f"2026-01-0{number + 1}T00:00:00Z")
 
-    async def listing() -> list[RecordSummary]:
+    async def listing() -> list[RecordSummary | BrokenRecord]:
         async with AsyncRedisStore.from_url(redis_url, prefix=prefix) as twin:
             return await twin.list_records(
                 [Status.EXECUTING, Status.DELIVERING, Status.DELIVERED],

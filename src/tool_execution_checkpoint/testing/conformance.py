@@ -34,7 +34,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ..errors import CheckpointError, ErrorCode
 from ..memory import MemoryStore
-from ..operations import prune_delivered
+from ..operations import PruneReport, prune_delivered
 from ..records import Binding, Checkpoint
 from ..store import (
     BrokenRecord,
@@ -463,7 +463,7 @@ class OperableStoreConformance(StoreConformance):
         check_paging(store, model, [Status.DELIVERED], cutoff, 500)
         pruned = prune_delivered(store, retention_us=month, at="2026-06-02T00:00:00Z")
         assert pruned == prune_delivered(model, retention_us=month, at="2026-06-02T00:00:00Z")
-        assert pruned == 1
+        assert pruned == PruneReport(pruned=1, broken=())
         for binding in bindings:
             key = checkpoint_key(binding)
             after = store.get(key)
