@@ -319,14 +319,18 @@ class SQLiteStore:
                 raise SQLiteConfigurationError(
                     "a sqlite URL accepts one query parameter, busy_timeout=SECONDS"
                 )
+            seconds: float | None
             try:
-                options["busy_timeout"] = float(value)
-            except ValueError:
+                seconds = float(value)
+            except ValueError:  # its message quotes the URL's text: not kept as a context
+                seconds = None
+            if seconds is None:
                 raise CheckpointError(
                     ErrorCode.INVALID_ARGUMENT,
                     "must be a number of seconds",
                     field="busy_timeout",
-                ) from None
+                )
+            options["busy_timeout"] = seconds
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
         return cls(path, **options)
