@@ -132,6 +132,13 @@ class TestRedisStore(OperableStoreConformance):
     def make_store(self) -> RedisStore:
         return RedisStore(self.client, prefix=fresh_prefix())
 
+    def write_raw(self, store: RedisStore, key: str, raw: bytes) -> None:
+        """The bytes as the hash's record field, indexed as delivered at the epoch."""
+        name = store._layout.record_key(key)
+        fields = {b"revision": b"1", b"status": b"delivered", b"updated_us": b"0", b"record": raw}
+        self.client.hset(name, mapping=fields)  # type: ignore[arg-type]
+        self.client.zadd(f"{store._layout.prefix}idx:delivered", {key: 0})
+
 
 class TestAsyncRedisStore(OperableStoreConformance):
     """The asyncio store through the adapter; each store owns its client (built from the

@@ -91,6 +91,16 @@ class TestSQLiteStore(OperableStoreConformance):
         self.opened.append(store)
         return store
 
+    def write_raw(self, store: SQLiteStore, key: str, raw: bytes) -> None:
+        """The bytes as the TEXT of the record column (not UTF-8 included), the row
+        indexed as delivered at the epoch."""
+        with _raw(store.path) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO tec_checkpoint VALUES"
+                " (?, 1, 'delivered', 'ns', 'call', '1970-01-01T00:00:00Z', 0, CAST(? AS TEXT))",
+                (key, raw),
+            )
+
 
 class TestAsyncSQLiteStore(OperableStoreConformance):
     """The async store through the suite's adapter, on a new file per store; a quarter of
