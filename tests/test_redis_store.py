@@ -1063,3 +1063,29 @@ def test_redis_store_survives_a_kill_storm(server: RedisServer, tmp_path: Path) 
     assert kills >= 5  # fewer land when the machine is loaded; each kill is checked
     assert ran >= 20, "the workers hardly got to run: the storms proved little"
     assert mid_flight, "the storms left nothing mid-flight"
+
+
+def test_a_hash_without_its_record_field_is_a_broken_record_not_no_record(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """Once answered "no record", so the runner recreated nothing and answered
+    store-unavailable forever; now get raises INVALID_CHECKPOINT, a listing shows it as
+    a BrokenRecord and an absent key is still None."""
+    store = RedisStore.from_url(redis_url, prefix=fresh_prefix())
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = checkpoint_key(Binding("ns", "no-field", "tool", "1", "sha256:0"))
+        name = store._layout.record_key(key)
+        client.hset(name, mapping={"revision": "1", "status": "delivered", "updated_us": "0"})
+        client.zadd(f"{store._layout.prefix}idx:delivered", {key: 0})
+        with pytest.raises(CheckpointError) as caught:
+            store.get(key)
+        assert caught.value.code is ErrorCode.INVALID_CHECKPOINT
+        assert caught.value.__context__ is None
+        [line] = store.list_records(list(Status))
+        assert isinstance(line, BrokenRecord)
+        assert (line.key, line.code) == (key, ErrorCode.INVALID_CHECKPOINT)
+        assert store.get(checkpoint_key(Binding("ns", "absent", "tool", "1", "sha256:0"))) is None
+    finally:
+        client.close()
+        store.close()
