@@ -99,7 +99,7 @@ class LeakyContextStore(DecodingStore):
     def _decode(self, text: str) -> Any:
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise CheckpointError(ErrorCode.INVALID_CHECKPOINT, "not JSON") from None
         return decode_stored(text).mapping
 

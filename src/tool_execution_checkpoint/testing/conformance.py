@@ -92,6 +92,7 @@ from .profiles import active_profile
 from .stress import threaded_stress
 
 __all__ = [
+    "GARBAGE_EXAMPLES",
     "GARBAGE_SECRET",
     "OperableStoreConformance",
     "StoreConformance",
@@ -149,6 +150,27 @@ _FIELDS = st.sampled_from(
 )
 
 
+_SECRET_BYTES = GARBAGE_SECRET.encode()
+_TEXT = _valid_record_text().encode()
+
+GARBAGE_EXAMPLES: tuple[bytes, ...] = (
+    b"null",
+    b"[" * 100_000 + _SECRET_BYTES + b"]" * 100_000,  # deeper than the parser goes
+    b'{"a":' * 50_000 + b'"' + _SECRET_BYTES + b'"' + b"}" * 50_000,
+    b"[" + b"9" * 5_000 + b', "' + _SECRET_BYTES + b'"]',  # past the digit limit
+    b'["' + _SECRET_BYTES + b'"]',
+    b'"' + _SECRET_BYTES + b'"',
+    b"12345" + _SECRET_BYTES,
+    _TEXT.replace(b'"status":"completed"', b'"status":"' + _SECRET_BYTES + b'"'),
+    _TEXT.replace(b'"schemaVersion":1', b'"schemaVersion":1,"' + _SECRET_BYTES + b'":1'),
+    _TEXT[:-1] + b',"extra":"' + _SECRET_BYTES + b'"}',
+    _broken_record("result", {"payload": _SECRET_BYTES.decode(), "completedAt": NOW}),
+    _TEXT.replace(b'["' + _SECRET_BYTES + b'"]', b'["' + _SECRET_BYTES + b'\\ud800"]'),
+    _TEXT.replace(b'["' + _SECRET_BYTES + b'"]', b'["' + _SECRET_BYTES + b'", NaN]'),
+)
+"""The fixed garbage values: each one is read back in every run of the check."""
+
+
 def garbage_values() -> st.SearchStrategy[bytes]:
     """Stored values that are not valid records, each holding :data:`GARBAGE_SECRET`."""
     secret = GARBAGE_SECRET.encode()
@@ -157,23 +179,7 @@ def garbage_values() -> st.SearchStrategy[bytes]:
         st.binary(max_size=64).map(lambda raw: raw + secret),  # mostly not JSON
         st.binary(min_size=1, max_size=16).map(lambda raw: secret + b"\xff\xfe" + raw),
         st.integers(1, len(text) - 1).map(lambda cut: text[:cut]),  # a torn write
-        st.sampled_from(
-            [
-                b"null",
-                b"[" * 100_000 + secret + b"]" * 100_000,  # deeper than the parser goes
-                b'{"a":' * 50_000 + b'"' + secret + b'"' + b"}" * 50_000,
-                b"[" + b"9" * 5_000 + b', "' + secret + b'"]',  # past the digit limit
-                b'["' + secret + b'"]',
-                b'"' + secret + b'"',
-                b"12345" + secret,
-                text.replace(b'"status":"completed"', b'"status":"' + secret + b'"'),
-                text.replace(b'"schemaVersion":1', b'"schemaVersion":1,"' + secret + b'":1'),
-                text[:-1] + b',"extra":"' + secret + b'"}',
-                _broken_record("result", {"payload": secret.decode(), "completedAt": NOW}),
-                text.replace(b'["' + secret + b'"]', b'["' + secret + b'\\ud800"]'),
-                text.replace(b'["' + secret + b'"]', b'["' + secret + b'", NaN]'),
-            ]
-        ),
+        st.sampled_from(GARBAGE_EXAMPLES),
         st.tuples(_FIELDS, _JSON_VALUES).map(
             lambda pair: _broken_record(pair[0], [GARBAGE_SECRET, pair[1]])
         ),
@@ -285,6 +291,8 @@ class StoreConformance:
                     f"garbage read back as {type(value).__name__}, not CheckpointError"
                 )
 
+        for raw in GARBAGE_EXAMPLES:  # each fixed value in every run, then generated ones
+            check.hypothesis.inner_test(raw)  # type: ignore[attr-defined]
         check()
         assert store.get(checkpoint_key(binding)) == neighbour.to_dict()
 
