@@ -770,3 +770,38 @@ def test_the_kill_storm_finds_sqlite_store_keeping_every_promise(tmp_path: Path)
     assert kills >= 10
     assert executions >= 10, "the workers were killed before they ran any tool"
     assert statuses - {"delivered"}, "nothing was left mid-flight"
+
+
+def test_a_row_whose_columns_cannot_place_it_is_listed_by_its_record(tmp_path: Path) -> None:
+    """A status column that is no status, or an updated_us that is no integer, once hid
+    the row from every listing. Now it is listed by its record's own status and time, and
+    as a BrokenRecord in every listing when its record is broken too; paging by the last
+    key goes on past both."""
+    path = tmp_path / "store.db"
+    with SQLiteStore(path) as store:
+        good = create_checkpoint(BINDING, created_at=NOW)
+        rows = [
+            ("k1", "garbage", 1, good.to_json()),  # sound record, garbage status
+            ("k2", "ready", "not a time", good.to_json()),  # sound record, garbage time
+            ("k3", b"\xff", 1, "null"),  # both broken
+        ]
+        with _raw(path) as raw:
+            for key, status, updated_us, record in rows:
+                raw.execute(
+                    "INSERT INTO tec_checkpoint VALUES (?, 1, ?, 'ns', 'c', ?, ?, ?)",
+                    (key, status, NOW, updated_us, record),
+                )
+        ready = store.list_records([Status.READY])
+        assert [(line.key, type(line).__name__) for line in ready] == [
+            ("k1", "RecordSummary"),
+            ("k2", "RecordSummary"),
+            ("k3", "BrokenRecord"),
+        ]
+        assert ready[0] == RecordSummary.of("k1", good)
+        delivered = store.list_records([Status.DELIVERED], updated_before_us=2**62)
+        assert [line.key for line in delivered] == ["k3"]
+        pages, after = [], None
+        while page := store.list_records(list(Status), after_key=after, limit=1):
+            pages += [line.key for line in page]
+            after = page[-1].key
+        assert pages == ["k1", "k2", "k3"]
