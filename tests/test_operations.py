@@ -17,6 +17,7 @@ from tool_execution_checkpoint import (
     CheckpointStore,
     ErrorCode,
     MemoryStore,
+    RecordSummary,
     Status,
     checkpoint_key,
     claim_delivery,
@@ -30,6 +31,7 @@ from tool_execution_checkpoint import (
 )
 from tool_execution_checkpoint.operations import (
     NoRecord,
+    PruneReport,
     Reconciliation,
     RevisionMoved,
     complete_stuck_execution,
@@ -79,7 +81,7 @@ def test_list_records_filters_by_status_and_age_in_key_order() -> None:
         if status in (Status.EXECUTING, Status.DELIVERING) and stamp == OLD
     )
     assert [row.key for row in rows] == expected
-    assert all(row.updated_at == OLD for row in rows)
+    assert all(isinstance(row, RecordSummary) and row.updated_at == OLD for row in rows)
     everything = store.list_records(list(Status))
     assert [row.key for row in everything] == sorted(placed)
 
@@ -103,7 +105,8 @@ def test_prune_touches_only_old_delivered_records_and_leaves_tombstones() -> Non
         store, retention_us=DAY_US, at=NOW, page_size=3, progress=examined.append
     )
     old_delivered = [k for k, (s, t) in placed.items() if s is Status.DELIVERED and t == OLD]
-    assert pruned == len(old_delivered) == 1
+    assert pruned.pruned == len(old_delivered) == 1
+    assert pruned.broken == ()
     assert examined == [1]
     for key, (status, _stamp) in placed.items():
         after = store.get(key)
@@ -114,7 +117,7 @@ def test_prune_touches_only_old_delivered_records_and_leaves_tombstones() -> Non
             assert after["revision"] == before[key]["revision"] + 1  # type: ignore[index]
         else:
             assert after == before[key], f"{status} was touched"
-    assert prune_delivered(store, retention_us=DAY_US, at=NOW) == 0  # nothing left to drop
+    assert prune_delivered(store, retention_us=DAY_US, at=NOW) == PruneReport(0)  # none left
 
 
 def test_a_replayed_call_finds_the_tombstone_never_ready() -> None:

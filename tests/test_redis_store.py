@@ -69,6 +69,7 @@ from tool_execution_checkpoint.redis_store import (
 )
 from tool_execution_checkpoint.store import (
     AsyncCheckpointStore,
+    BrokenRecord,
     OperableCheckpointStore,
     RecordSummary,
 )
@@ -130,6 +131,13 @@ class TestRedisStore(OperableStoreConformance):
 
     def make_store(self) -> RedisStore:
         return RedisStore(self.client, prefix=fresh_prefix())
+
+    def write_raw(self, store: RedisStore, key: str, raw: bytes) -> None:
+        """The bytes as the hash's record field, indexed as delivered at the epoch."""
+        name = store._layout.record_key(key)
+        fields = {b"revision": b"1", b"status": b"delivered", b"updated_us": b"0", b"record": raw}
+        self.client.hset(name, mapping=fields)  # type: ignore[arg-type]
+        self.client.zadd(f"{store._layout.prefix}idx:delivered", {key: 0})
 
 
 class TestAsyncRedisStore(OperableStoreConformance):
@@ -267,7 +275,7 @@ def test_list_records_answers_as_memory_store_does(
                 statuses, updated_before_us=before, after_key=after, limit=limit
             )
             # Paging through everything gives MemoryStore's whole listing.
-            pages: list[RecordSummary] = []
+            pages: list[RecordSummary | BrokenRecord] = []
             last = None
             for _page in range(len(keys) + 1):  # a store that repeats a key cannot loop
                 page = store.list_records(
@@ -336,7 +344,7 @@ def test_the_async_store_lists_as_the_sync_store_does(redis_url: str) -> None:  
     for number, status in enumerate(Status):
         write_everywhere([store], f"k{number}", status, NOW, f"2026-01-0{number + 1}T00:00:00Z")
 
-    async def listing() -> list[RecordSummary]:
+    async def listing() -> list[RecordSummary | BrokenRecord]:
         async with AsyncRedisStore.from_url(redis_url, prefix=prefix) as twin:
             return await twin.list_records(
                 [Status.EXECUTING, Status.DELIVERING, Status.DELIVERED],
@@ -1055,3 +1063,29 @@ def test_redis_store_survives_a_kill_storm(server: RedisServer, tmp_path: Path) 
     assert kills >= 5  # fewer land when the machine is loaded; each kill is checked
     assert ran >= 20, "the workers hardly got to run: the storms proved little"
     assert mid_flight, "the storms left nothing mid-flight"
+
+
+def test_a_hash_without_its_record_field_is_a_broken_record_not_no_record(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """Once answered "no record", so the runner recreated nothing and answered
+    store-unavailable forever; now get raises INVALID_CHECKPOINT, a listing shows it as
+    a BrokenRecord and an absent key is still None."""
+    store = RedisStore.from_url(redis_url, prefix=fresh_prefix())
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = checkpoint_key(Binding("ns", "no-field", "tool", "1", "sha256:0"))
+        name = store._layout.record_key(key)
+        client.hset(name, mapping={"revision": "1", "status": "delivered", "updated_us": "0"})
+        client.zadd(f"{store._layout.prefix}idx:delivered", {key: 0})
+        with pytest.raises(CheckpointError) as caught:
+            store.get(key)
+        assert caught.value.code is ErrorCode.INVALID_CHECKPOINT
+        assert caught.value.__context__ is None
+        [line] = store.list_records(list(Status))
+        assert isinstance(line, BrokenRecord)
+        assert (line.key, line.code) == (key, ErrorCode.INVALID_CHECKPOINT)
+        assert store.get(checkpoint_key(Binding("ns", "absent", "tool", "1", "sha256:0"))) is None
+    finally:
+        client.close()
+        store.close()

@@ -48,7 +48,7 @@ from tool_execution_checkpoint.sqlite import (
     SQLiteStore,
     SQLiteStoreError,
 )
-from tool_execution_checkpoint.store import OperableCheckpointStore
+from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     active_profile,
@@ -90,6 +90,16 @@ class TestSQLiteStore(OperableStoreConformance):
         store = SQLiteStore(self.directory / f"store-{next(self.numbers)}.db")
         self.opened.append(store)
         return store
+
+    def write_raw(self, store: SQLiteStore, key: str, raw: bytes) -> None:
+        """The bytes as the TEXT of the record column (not UTF-8 included), the row
+        indexed as delivered at the epoch."""
+        with _raw(store.path) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO tec_checkpoint VALUES"
+                " (?, 1, 'delivered', 'ns', 'call', '1970-01-01T00:00:00Z', 0, CAST(? AS TEXT))",
+                (key, raw),
+            )
 
 
 class TestAsyncSQLiteStore(OperableStoreConformance):
@@ -171,7 +181,11 @@ def test_list_records_answers_like_the_model(
     store, model = _both(tmp_path_factory, records)
     try:
         keys = [key for key, _ in records]
-        times = [summary.updated_us for summary in model.list_records(list(Status))]
+        times = [
+            summary.updated_us
+            for summary in model.list_records(list(Status))
+            if isinstance(summary, RecordSummary)
+        ]
         for _ in range(4):
             query = data.draw(queries(keys, times))
             assert store.list_records(**query) == model.list_records(**query), query
@@ -206,6 +220,7 @@ def test_list_records_reads_the_columns_not_the_records(tmp_path: Path) -> None:
         with _raw(path) as raw:
             raw.execute("UPDATE tec_checkpoint SET record = 'not json'")
         [summary] = store.list_records([Status.READY])
+        assert isinstance(summary, RecordSummary)  # the columns are sound: listed by them
         assert (summary.key, summary.namespace, summary.call_id) == (KEY, "ns", "call-1")
         assert (summary.revision, summary.updated_at) == (1, NOW)
         assert summary.updated_us == 1_767_225_600_000_000
@@ -257,9 +272,9 @@ def test_reopening_a_file_keeps_its_records(tmp_path: Path) -> None:
     with SQLiteStore(path) as again:
         assert again.get(KEY) == claim.next.to_dict()
         assert again.create_if_absent(KEY, created) is False
-        assert [summary.status for summary in again.list_records(list(Status))] == [
-            Status.EXECUTING
-        ]
+        [summary] = again.list_records(list(Status))
+        assert isinstance(summary, RecordSummary)
+        assert summary.status is Status.EXECUTING
     with _raw(path) as raw:
         rows = raw.execute("SELECT name, value FROM tec_meta").fetchall()
     assert rows == [("schema_version", SCHEMA_VERSION)]
@@ -755,3 +770,38 @@ def test_the_kill_storm_finds_sqlite_store_keeping_every_promise(tmp_path: Path)
     assert kills >= 10
     assert executions >= 10, "the workers were killed before they ran any tool"
     assert statuses - {"delivered"}, "nothing was left mid-flight"
+
+
+def test_a_row_whose_columns_cannot_place_it_is_listed_by_its_record(tmp_path: Path) -> None:
+    """A status column that is no status, or an updated_us that is no integer, once hid
+    the row from every listing. Now it is listed by its record's own status and time, and
+    as a BrokenRecord in every listing when its record is broken too; paging by the last
+    key goes on past both."""
+    path = tmp_path / "store.db"
+    with SQLiteStore(path) as store:
+        good = create_checkpoint(BINDING, created_at=NOW)
+        rows = [
+            ("k1", "garbage", 1, good.to_json()),  # sound record, garbage status
+            ("k2", "ready", "not a time", good.to_json()),  # sound record, garbage time
+            ("k3", b"\xff", 1, "null"),  # both broken
+        ]
+        with _raw(path) as raw:
+            for key, status, updated_us, record in rows:
+                raw.execute(
+                    "INSERT INTO tec_checkpoint VALUES (?, 1, ?, 'ns', 'c', ?, ?, ?)",
+                    (key, status, NOW, updated_us, record),
+                )
+        ready = store.list_records([Status.READY])
+        assert [(line.key, type(line).__name__) for line in ready] == [
+            ("k1", "RecordSummary"),
+            ("k2", "RecordSummary"),
+            ("k3", "BrokenRecord"),
+        ]
+        assert ready[0] == RecordSummary.of("k1", good)
+        delivered = store.list_records([Status.DELIVERED], updated_before_us=2**62)
+        assert [line.key for line in delivered] == ["k3"]
+        pages, after = [], None
+        while page := store.list_records(list(Status), after_key=after, limit=1):
+            pages += [line.key for line in page]
+            after = page[-1].key
+        assert pages == ["k1", "k2", "k3"]

@@ -46,12 +46,15 @@ from .sqlite import (
 )
 from .store import (
     AsyncCheckpointStore,
+    BrokenRecord,
     CheckpointStore,
     OperableCheckpointStore,
     OutcomeUnknownError,
     RecordSummary,
+    StoredRecord,
     StoreError,
     checkpoint_key,
+    decode_stored,
 )
 from .table import TABLE, Action, Status
 from .transitions import (
@@ -78,6 +81,7 @@ __all__ = [
     "AsyncCheckpointStore",
     "AsyncSQLiteStore",
     "Binding",
+    "BrokenRecord",
     "CallInFlight",
     "CallNeedsReconciliation",
     "CallNotAnswered",
@@ -109,6 +113,7 @@ __all__ = [
     "SQLiteStoreError",
     "Status",
     "StoreError",
+    "StoredRecord",
     "ToolDidNotRun",
     "ToolGuard",
     "ToolOutcomeUnknown",
@@ -124,6 +129,7 @@ __all__ = [
     "create_checkpoint",
     "current_call_id",
     "decide_checkpoint",
+    "decode_stored",
     "default_error_payload",
     "fingerprint",
     "mark_execution_uncertain",

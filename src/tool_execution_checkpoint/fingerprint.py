@@ -30,10 +30,11 @@ def fingerprint(value: object) -> str:
     text = json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+    encoded: bytes | None
     try:
         encoded = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise CheckpointError(
-            ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate", field="value"
-        ) from None
+    except UnicodeEncodeError:  # its ``object`` is the text: not kept as a context
+        encoded = None
+    if encoded is None:
+        raise CheckpointError(ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate", field="value")
     return f"sha256:{hashlib.sha256(encoded).hexdigest()}"

@@ -8,16 +8,22 @@ It is not durable: use it for tests, examples and as the harness's model.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
+from .errors import CheckpointError
 from .records import Checkpoint
-from .store import RecordSummary, check_create, check_key, check_listing, check_swap
-from .table import TABLE, Status
-
-_CEILING = TABLE.limits.ceiling_max_payload_bytes
+from .store import (
+    BrokenRecord,
+    RecordSummary,
+    check_create,
+    check_key,
+    check_listing,
+    check_swap,
+    decode_stored,
+)
+from .table import Status
 
 __all__ = ["MemoryStore"]
 
@@ -42,11 +48,15 @@ class MemoryStore:
             return True
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return a fresh mapping of the record stored under ``key``, or None."""
+        """Return a fresh mapping of the record stored under ``key``, or None.
+
+        Raises CheckpointError INVALID_CHECKPOINT when the text kept is not a valid
+        record (only a test that writes ``_texts`` itself can make one): see
+        :func:`~tool_execution_checkpoint.store.decode_stored`."""
         check_key(key)
         with self._lock:
             text = self._texts.get(key)
-        return None if text is None else json.loads(text)
+        return None if text is None else decode_stored(text).mapping
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the record under ``key`` with ``record`` if its revision is still
@@ -66,16 +76,25 @@ class MemoryStore:
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        """See :meth:`OperableCheckpointStore.list_records`."""
+    ) -> list[RecordSummary | BrokenRecord]:
+        """See :meth:`OperableCheckpointStore.list_records`. The store has no index apart
+        from the records, so a text that is not a valid record is a
+        :class:`~tool_execution_checkpoint.store.BrokenRecord` in every listing."""
         listing = check_listing(statuses, updated_before_us, after_key, limit)
         with self._lock:
             texts = sorted(self._texts.items())
-        found = []
+        found: list[RecordSummary | BrokenRecord] = []
         for key, text in texts:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
-            summary = RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=_CEILING))
+            try:
+                record = decode_stored(text).checkpoint
+            except CheckpointError as error:
+                found.append(BrokenRecord.of(key, error))
+                if len(found) == listing.limit:
+                    break
+                continue
+            summary = RecordSummary.of(key, record)
             before = listing.updated_before_us
             if summary.status in listing.statuses and (
                 before is None or summary.updated_us < before

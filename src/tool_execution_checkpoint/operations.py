@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint, Result
-from .store import CheckpointStore, OperableCheckpointStore, check_key
+from .store import BrokenRecord, CheckpointStore, OperableCheckpointStore, check_key
 from .table import TABLE, Status
 from .transitions import (
     Timestamp,
@@ -36,6 +36,7 @@ from .validation import check_reason, timestamp_argument, timestamp_microseconds
 
 __all__ = [
     "NoRecord",
+    "PruneReport",
     "Reconciliation",
     "ReconciliationRefused",
     "RevisionMoved",
@@ -51,6 +52,32 @@ _CEILING = TABLE.limits.ceiling_max_payload_bytes
 _DEFAULT_LIMIT = TABLE.limits.default_max_payload_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What :func:`prune_delivered` did.
+
+    Attributes:
+        pruned: How many delivered payloads were dropped.
+        broken: The keys, in key order, of the listed records that could not be read
+            (their stored value is not a valid record: ``get`` raises CheckpointError for
+            them). They were left as they are and the pruning went on past them; repair
+            or delete them by hand. Keys are digests, not identifiers' values.
+    """
+
+    pruned: int
+    broken: tuple[str, ...] = ()
+
+
+def _readable(store: CheckpointStore, key: str) -> Checkpoint | BrokenRecord | None:
+    """The record under ``key``; None if it is gone; a BrokenRecord if it does not read.
+    Only CheckpointError is caught: a store failure still stops the pruning."""
+    try:
+        raw = store.get(key)
+        return None if raw is None else Checkpoint.from_dict(raw, max_payload_bytes=_CEILING)
+    except CheckpointError as error:
+        return BrokenRecord.of(key, error)
+
+
 def prune_delivered(
     store: OperableCheckpointStore,
     *,
@@ -58,18 +85,23 @@ def prune_delivered(
     at: Timestamp,
     page_size: int = 500,
     progress: Callable[[int], None] | None = None,
-) -> int:
+) -> PruneReport:
     """Drop the payloads of delivered records last updated more than ``retention_us``
-    microseconds before ``at``; return how many were pruned.
+    microseconds before ``at``; report how many were pruned and which records could not
+    be read.
 
     Each is pruned with the table's ``prune_result`` transition and a compare-and-swap,
     so only delivered records are touched and each stays as a tombstone: a replayed call
     id still finds it delivered (or BINDING_CONFLICT), never ready. A record that changed
-    meanwhile loses its swap and is left alone. ``progress`` is called with the number
-    of records examined so far, once per page.
+    meanwhile loses its swap and is left alone. A record whose stored value is not a valid
+    record (listed as a :class:`~tool_execution_checkpoint.store.BrokenRecord`, or whose
+    ``get`` raises CheckpointError) is left alone too, its key reported in
+    :attr:`PruneReport.broken`: the pruning never stops at it. ``progress`` is called with
+    the number of records examined so far, once per page.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for a bad ``at`` or a negative retention.
+        StoreError: The store failed; what was pruned before stays pruned.
     """
     when = timestamp_argument(at, "at")
     if type(retention_us) is not int or retention_us < 0:
@@ -78,19 +110,20 @@ def prune_delivered(
         )
     cutoff = timestamp_microseconds(when) - retention_us
     pruned = examined = 0
+    broken: list[str] = []
     after: str | None = None
     while True:
         rows = store.list_records(
             [Status.DELIVERED], updated_before_us=cutoff, after_key=after, limit=page_size
         )
         if not rows:
-            return pruned
+            return PruneReport(pruned, tuple(broken))
         for row in rows:
-            raw = store.get(row.key)
-            if raw is None:
+            record = row if isinstance(row, BrokenRecord) else _readable(store, row.key)
+            if isinstance(record, BrokenRecord):
+                broken.append(row.key)
                 continue
-            record = Checkpoint.from_dict(raw, max_payload_bytes=_CEILING)
-            if record.status is not Status.DELIVERED or record.result is None:
+            if record is None or record.status is not Status.DELIVERED or record.result is None:
                 continue
             if record.result.pruned_at is not None:
                 continue

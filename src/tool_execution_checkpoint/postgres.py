@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import math
 import re
 import select
@@ -72,6 +71,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
 from .store import (
+    BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
     StoreError,
@@ -79,6 +79,7 @@ from .store import (
     check_key,
     check_listing,
     check_swap,
+    decode_stored,
 )
 from .table import TABLE, Status
 from .validation import timestamp_microseconds
@@ -165,14 +166,16 @@ class _Target:
                 field="conninfo_or_pool",
             )
         try:
-            fields = conninfo_to_dict(conninfo)
-        except psycopg.Error:
+            fields: dict[str, Any] | None = conninfo_to_dict(conninfo)
+        except psycopg.Error:  # its message quotes the string, password included
+            fields = None
+        if fields is None:  # raised outside the except: no context holds the string
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
                 "is not a valid PostgreSQL URL or key=value string (not shown: it may hold "
                 "a password)",
                 field="conninfo_or_pool",
-            ) from None
+            )
         return cls(conninfo, {key: str(value) for key, value in fields.items()})
 
     def describe(self) -> str:
@@ -484,11 +487,22 @@ def _list_query(
     return query, tuple(params)
 
 
-def _summaries(rows: Sequence[tuple[str, str]]) -> list[RecordSummary]:
-    return [
-        RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=_CEILING))
-        for key, text in rows
-    ]
+def _listed(key: str, text: str) -> RecordSummary | BrokenRecord:
+    try:
+        return RecordSummary.of(key, decode_stored(text).checkpoint)
+    except CheckpointError as error:
+        return BrokenRecord.of(key, error)
+
+
+def _summaries(rows: Sequence[tuple[str, str]]) -> list[RecordSummary | BrokenRecord]:
+    """The listing lines of the rows read: a record that is not valid is a BrokenRecord
+    (listed where its status and updated_us columns place it), never an exception."""
+    return [_listed(key, text) for key, text in rows]
+
+
+def _decoded(rows: Sequence[tuple[str]]) -> Mapping[str, Any] | None:
+    """What ``get`` returns for the rows its SELECT read: None only for no row."""
+    return decode_stored(rows[0][0]).mapping if rows else None
 
 
 def _create_params(key: str, record: Checkpoint) -> tuple[Any, ...]:
@@ -648,7 +662,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
             )
         except psycopg.Error as error:
-            raise _connect_failure(error, self._target) from None
+            failure = _connect_failure(error, self._target)
+        raise failure  # outside the except: libpq's message is not kept as the context
 
     def _diagnose(self, error: BaseException) -> StoreError:
         """Why no pooled connection came: try one direct connection for the reason."""
@@ -666,14 +681,18 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         """A live pooled connection; a StoreError (nothing was sent) if there is none."""
         deadline = monotonic() + self._timeout
         for _ in range(self._attempts):
+            problem: BaseException | None = None
             try:
                 connection: psycopg.Connection[Any] = self._pool.getconn(
                     timeout=max(deadline - monotonic(), 0.001)
                 )
-            except PoolClosed:
-                raise _closed_error() from None
-            except (PoolTimeout, psycopg.Error) as error:
-                raise self._diagnose(error) from None
+            except (PoolClosed, PoolTimeout, psycopg.Error) as error:
+                problem = error
+            # Raised outside the except, so that no context holds the pool's error.
+            if isinstance(problem, PoolClosed):
+                raise _closed_error()
+            if problem is not None:
+                raise self._diagnose(problem)
             if _alive(connection):
                 return connection
             connection.close()
@@ -735,10 +754,15 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                         connection.execute(statement)
                 _judge(self._inspect(connection), self._sql, durable=self._durable, create=False)
         except psycopg.Error as error:
-            raise StoreError(
-                f"setting up the table {self._sql.schema}.{self._sql.table} failed "
-                f"({_server_refusal(error)}); nothing was written"
-            ) from None
+            refusal = _server_refusal(error)
+        else:
+            return
+        # Raised outside the except: the server's error (its DETAIL may quote a value) is
+        # not kept as the context.
+        raise StoreError(
+            f"setting up the table {self._sql.schema}.{self._sql.table} failed "
+            f"({refusal}); nothing was written"
+        )
 
     # --- the operations ---------------------------------------------------------------------
 
@@ -758,11 +782,12 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             cursor = connection.execute(query, params, prepare=False)
             return cursor.rowcount, [] if write else cursor.fetchall()
         except psycopg.Error as error:
-            raise _operation_failure(error, operation, write=write) from None
+            failure = _operation_failure(error, operation, write=write)
         finally:
             if borrowed_without_autocommit and _idle(connection):
                 connection.autocommit = False
             self._release(connection)
+        raise failure  # outside the except: the server's error is not kept as the context
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if no row is there (one INSERT ... ON CONFLICT
@@ -779,18 +804,19 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Return a fresh mapping of the record stored under ``key`` (exactly the JSON
-        that was written), or None.
+        that was written), or None when no row is there.
 
         Raises:
-            CheckpointError: INVALID_ARGUMENT for a bad key.
+            CheckpointError: INVALID_ARGUMENT for a bad key; INVALID_CHECKPOINT (or
+                UNSUPPORTED_SCHEMA) when the row's record is not a valid record: not
+                JSON, too deep, an integer past the digit limit, not an object (``null``
+                included), or an object that does not validate (see
+                :func:`~tool_execution_checkpoint.store.decode_stored`).
             StoreError: the read failed.
         """
         check_key(key)
         _, rows = self._execute("get", self._sql.select, (key,), write=False)
-        if not rows:
-            return None
-        loaded: dict[str, Any] = json.loads(rows[0][0])
-        return loaded
+        return _decoded(rows)
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the row under ``key`` with ``record`` if its revision is still
@@ -814,7 +840,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """Records in any of ``statuses`` last updated before ``updated_before_us``
         (microseconds since the epoch; None for any time), in key order (code points),
         starting after ``after_key``, at most ``limit`` of them. Page by passing the last
@@ -822,7 +848,9 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for bad arguments (``limit`` below 1
-                included); INVALID_CHECKPOINT if a stored record is broken.
+                included). A stored record that is not valid is listed as a
+                :class:`~tool_execution_checkpoint.store.BrokenRecord` where its status
+                and updated_us columns place it; it never stops the listing.
             StoreError: the read failed.
         """
         wanted, before, after, count = _list_arguments(
@@ -875,7 +903,8 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                 self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
             )
         except psycopg.Error as error:
-            raise _connect_failure(error, self._target) from None
+            failure = _connect_failure(error, self._target)
+        raise failure  # outside the except: libpq's message is not kept as the context
 
     async def _diagnose(self, error: BaseException) -> StoreError:
         if self._target is not None:
@@ -891,14 +920,18 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
     async def _acquire(self) -> psycopg.AsyncConnection[Any]:
         deadline = monotonic() + self._timeout
         for _ in range(self._attempts):
+            problem: BaseException | None = None
             try:
                 connection: psycopg.AsyncConnection[Any] = await self._pool.getconn(
                     timeout=max(deadline - monotonic(), 0.001)
                 )
-            except PoolClosed:
-                raise _closed_error() from None
-            except (PoolTimeout, psycopg.Error) as error:
-                raise await self._diagnose(error) from None
+            except (PoolClosed, PoolTimeout, psycopg.Error) as error:
+                problem = error
+            # Raised outside the except, so that no context holds the pool's error.
+            if isinstance(problem, PoolClosed):
+                raise _closed_error()
+            if problem is not None:
+                raise await self._diagnose(problem)
             if _alive(connection):
                 return connection
             await connection.close()
@@ -962,10 +995,15 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                     await self._inspect(connection), self._sql, durable=self._durable, create=False
                 )
         except psycopg.Error as error:
-            raise StoreError(
-                f"setting up the table {self._sql.schema}.{self._sql.table} failed "
-                f"({_server_refusal(error)}); nothing was written"
-            ) from None
+            refusal = _server_refusal(error)
+        else:
+            return
+        # Raised outside the except: the server's error (its DETAIL may quote a value) is
+        # not kept as the context.
+        raise StoreError(
+            f"setting up the table {self._sql.schema}.{self._sql.table} failed "
+            f"({refusal}); nothing was written"
+        )
 
     # --- the operations ---------------------------------------------------------------------
 
@@ -984,11 +1022,12 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
             cursor = await connection.execute(query, params, prepare=False)
             return cursor.rowcount, [] if write else await cursor.fetchall()
         except psycopg.Error as error:
-            raise _operation_failure(error, operation, write=write) from None
+            failure = _operation_failure(error, operation, write=write)
         finally:
             if borrowed_without_autocommit and _idle(connection):
                 await connection.set_autocommit(False)
             await self._pool.putconn(connection)
+        raise failure  # outside the except: the server's error is not kept as the context
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`PostgresStore.create_if_absent`."""
@@ -1000,10 +1039,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         """See :meth:`PostgresStore.get`."""
         check_key(key)
         _, rows = await self._execute("get", self._sql.select, (key,), write=False)
-        if not rows:
-            return None
-        loaded: dict[str, Any] = json.loads(rows[0][0])
-        return loaded
+        return _decoded(rows)
 
     async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """See :meth:`PostgresStore.compare_and_swap`."""
@@ -1018,7 +1054,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`PostgresStore.list_records`."""
         wanted, before, after, count = _list_arguments(
             statuses, updated_before_us, after_key, limit

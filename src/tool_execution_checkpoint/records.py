@@ -34,6 +34,7 @@ __all__ = ["Binding", "Checkpoint", "Delivery", "Execution", "Result", "Uncertai
 _ARGUMENT = ErrorCode.INVALID_ARGUMENT
 _INVALID = ErrorCode.INVALID_CHECKPOINT
 _DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
+_NOT_JSON: Any = object()
 
 _PART_BITS: Mapping[str, int] = {
     "execution": 1,
@@ -118,12 +119,14 @@ class _Part:
         except CheckpointError as error:
             if error.code is not _ARGUMENT:
                 raise
-            # Every error a part's constructor raises names one of the part's own
-            # fields, so the fallback is never taken (not mutated: equivalent there).
-            json_name = cls.JSON_NAMES.get(error.field or "", error.field)  # pragma: no mutate
-            raise CheckpointError(
-                _INVALID, error.detail, field=f"{path}.{json_name}", limit=error.limit
-            ) from None
+            refusal = error
+        # Raised outside the except block, so that no context is kept.
+        # Every error a part's constructor raises names one of the part's own
+        # fields, so the fallback is never taken (not mutated: equivalent there).
+        json_name = cls.JSON_NAMES.get(refusal.field or "", refusal.field)  # pragma: no mutate
+        raise CheckpointError(
+            _INVALID, refusal.detail, field=f"{path}.{json_name}", limit=refusal.limit
+        )
 
     def _to_json(self) -> dict[str, Any]:
         return {json_name: getattr(self, name) for name, json_name in self.JSON_NAMES.items()}
@@ -643,6 +646,8 @@ class Checkpoint:
         """
         try:
             raw = json.loads(text)
-        except (ValueError, TypeError, RecursionError):
-            raise CheckpointError(_INVALID, "a record must be JSON text") from None
+        except (ValueError, TypeError, RecursionError):  # a JSONDecodeError keeps the text
+            raw = _NOT_JSON
+        if raw is _NOT_JSON:  # raised outside the except: no context holds the text
+            raise CheckpointError(_INVALID, "a record must be JSON text")
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)

@@ -12,7 +12,10 @@ Every write is one Lua script run with EVALSHA, so Redis runs it atomically:
 create-if-absent inserts the hash only if the key does not exist (SET NX semantics) and
 adds the key to the index; compare-and-swap compares the stored revision, writes the new
 record and moves the key between the per-status indexes. A script that does not report
-success changed nothing. Reads are one HGET, or one read-only script for listings.
+success changed nothing. Reads are one HGET (then an EXISTS and a second HGET when it
+finds no record field: a hash without one is a broken record, not an absent one), or
+one read-only script for listings. Every record read goes through
+:func:`~tool_execution_checkpoint.store.decode_stored`.
 
 Round trips: create 1, get 1, CAS 1 (plus SCRIPT LOAD and a second EVALSHA once after
 the server lost its script cache: a restart, a failover or SCRIPT FLUSH).
@@ -35,7 +38,6 @@ NOSCRIPT means the script did not run) and classifies failures by when they happ
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import warnings
 from collections.abc import Collection, Generator, Mapping, Sequence
@@ -61,6 +63,7 @@ from redis.retry import Retry
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
 from .store import (
+    BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
     StoreError,
@@ -68,6 +71,7 @@ from .store import (
     check_key,
     check_listing,
     check_swap,
+    decode_stored,
 )
 from .table import TABLE, Status
 from .validation import check_identifier, timestamp_microseconds
@@ -387,12 +391,16 @@ return found
 """
 )
 
-# KEYS: record hashes. Returns their record texts (false where absent).
+# KEYS: record hashes. Returns their record texts (false where absent, 0 where the hash
+# exists without its record field: a broken record, not an absent one).
 _FETCH = _Script.of(
     """#!lua flags=no-writes
 local found = {}
 for i = 1, #KEYS do
   found[i] = redis.call('HGET', KEYS[i], 'record')
+  if not found[i] and redis.call('EXISTS', KEYS[i]) == 1 then
+    found[i] = 0
+  end
 end
 return found
 """
@@ -552,9 +560,19 @@ class _Layout:
 
     def get(self, key: str) -> _Operation[Mapping[str, Any] | None]:
         check_key(key)
-        reply = yield _Request((b"HGET", self.record_key(key), b"record"), write=False)
+        name = self.record_key(key)
+        reply = yield _Request((b"HGET", name, b"record"), write=False)
         if reply is None:
-            return None
+            # No record field: an absent key, or a hash without it (broken). The store
+            # never deletes a hash, so once EXISTS saw it, a second HGET that still finds
+            # no field is a broken record, not one created meanwhile.
+            if not (yield _Request((b"EXISTS", name), write=False)):
+                return None
+            reply = yield _Request((b"HGET", name, b"record"), write=False)
+            if reply is None:
+                raise CheckpointError(
+                    ErrorCode.INVALID_CHECKPOINT, "the record's hash has no record field"
+                )
         return _parse_record(reply)
 
     def list_records(
@@ -563,7 +581,7 @@ class _Layout:
         updated_before_us: int | None,
         after_key: str | None,
         limit: int,
-    ) -> _Operation[list[RecordSummary]]:
+    ) -> _Operation[list[RecordSummary | BrokenRecord]]:
         query = check_listing(statuses, updated_before_us, after_key, limit)
         if not query.statuses:
             return []
@@ -572,7 +590,7 @@ class _Layout:
         reply = yield _CANDIDATES.call(indexes, (_score_bound(before),), write=False)
         members = {_text(member) for member in _array(reply)}
         candidates = sorted(member for member in members if after is None or member > after)
-        found: list[RecordSummary] = []
+        found: list[RecordSummary | BrokenRecord] = []
         position = 0
         while position < len(candidates) and len(found) < query.limit:
             chunk = candidates[position : position + min(query.limit - len(found), _FETCH_CHUNK)]
@@ -582,17 +600,11 @@ class _Layout:
             for key, text in zip(chunk, texts, strict=True):
                 if text is None or text is False:  # Lua's false for a missing hash
                     continue
-                if not isinstance(text, bytes):
-                    raise RedisStoreError(
-                        "the Redis server gave a reply the store does not understand"
-                    )
-                summary = RecordSummary.of(
-                    key, Checkpoint.from_json(text, max_payload_bytes=_CEILING)
-                )
-                if summary.status in query.statuses and (
-                    before is None or summary.updated_us < before
+                line = _listed(key, text)
+                if isinstance(line, BrokenRecord) or (
+                    line.status in query.statuses and (before is None or line.updated_us < before)
                 ):
-                    found.append(summary)
+                    found.append(line)
         return found
 
     def durability(self) -> _Operation[DurabilityReport]:
@@ -619,17 +631,25 @@ class _Layout:
 
 
 def _parse_record(reply: object) -> Mapping[str, Any]:
+    """The record a HGET read (see :func:`~tool_execution_checkpoint.store.decode_stored`)."""
     if not isinstance(reply, bytes):
         raise RedisStoreError("the Redis server gave a reply the store does not understand")
+    return decode_stored(reply).mapping
+
+
+def _listed(key: str, text: object) -> RecordSummary | BrokenRecord:
+    """The listing line of a record text _FETCH read (0: a hash without its record)."""
+    if text == 0:
+        missing = CheckpointError(
+            ErrorCode.INVALID_CHECKPOINT, "the record's hash has no record field"
+        )
+        return BrokenRecord.of(key, missing)
+    if not isinstance(text, bytes):
+        raise RedisStoreError("the Redis server gave a reply the store does not understand")
     try:
-        value = json.loads(reply)
-    except (ValueError, RecursionError):
-        raise CheckpointError(
-            ErrorCode.INVALID_CHECKPOINT, "the stored record is not JSON text"
-        ) from None
-    if not isinstance(value, dict):
-        raise CheckpointError(ErrorCode.INVALID_CHECKPOINT, "a record must be a mapping")
-    return value
+        return RecordSummary.of(key, decode_stored(text).checkpoint)
+    except CheckpointError as error:
+        return BrokenRecord.of(key, error)
 
 
 def _config_value(reply: object) -> str | None:
@@ -650,11 +670,11 @@ def _text(value: object) -> str:
         raise RedisStoreError("the Redis server gave a reply the store does not understand")
     try:
         return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RedisStoreError(
-            "the store's index holds a key that is not UTF-8: a foreign value under the "
-            "store's prefix"
-        ) from None
+    except UnicodeDecodeError:  # its ``object`` is the value: not kept as a context
+        pass
+    raise RedisStoreError(
+        "the store's index holds a key that is not UTF-8: a foreign value under the store's prefix"
+    )
 
 
 # --- redis-py connections, typed as far as the store uses them ----------------------------
@@ -703,8 +723,9 @@ def _sync_client(url: str, socket_timeout: float, connect_timeout: float) -> red
             socket_connect_timeout=connect_timeout,
             retry=Retry(NoBackoff(), 0),
         )
-    except (ValueError, TypeError, KeyError):
-        raise _invalid_url() from None
+    except (ValueError, TypeError, KeyError):  # may quote the URL: not kept as a context
+        pass
+    raise _invalid_url()
 
 
 def _async_client(url: str, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:
@@ -715,8 +736,9 @@ def _async_client(url: str, socket_timeout: float, connect_timeout: float) -> re
             socket_connect_timeout=connect_timeout,
             retry=AsyncRetry(NoBackoff(), 0),
         )
-    except (ValueError, TypeError, KeyError):
-        raise _invalid_url() from None
+    except (ValueError, TypeError, KeyError):  # may quote the URL: not kept as a context
+        pass
+    raise _invalid_url()
 
 
 def _check_url(value: object) -> str:
@@ -856,7 +878,11 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Return a fresh mapping of the record stored under ``key`` (the JSON text that
-        was written, parsed), or None. One HGET."""
+        was written, parsed), or None when no hash is there. One HGET.
+
+        Raises CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when the hash
+        has no record field or its record is not a valid record (see
+        :func:`~tool_execution_checkpoint.store.decode_stored`)."""
         return self._run(self._layout.get(key))
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
@@ -872,7 +898,7 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """Records in any of ``statuses`` last updated before ``updated_before_us``, in
         key order after ``after_key``, at most ``limit`` (as
         :meth:`MemoryStore.list_records`).
@@ -1014,7 +1040,7 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`RedisStore.list_records`."""
         return await self._run(
             self._layout.list_records(statuses, updated_before_us, after_key, limit)

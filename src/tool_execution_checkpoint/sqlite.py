@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
+import itertools
 import math
 import os
 import random
@@ -53,6 +53,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
 from .store import (
+    BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
     StoreError,
@@ -60,6 +61,7 @@ from .store import (
     check_key,
     check_listing,
     check_swap,
+    decode_stored,
 )
 from .table import Status
 from .validation import timestamp_microseconds
@@ -107,11 +109,40 @@ _UPDATE = (
     "UPDATE tec_checkpoint SET revision = ?, status = ?, namespace = ?, call_id = ?,"
     " updated_at = ?, updated_us = ?, record = ? WHERE key = ? AND revision = ?"
 )
-_SELECT = "SELECT record FROM tec_checkpoint WHERE key = ?"
+# Text columns are read as blobs and decoded here: SQLite's own decoding of a column that
+# is not UTF-8 raises an error whose message quotes the row's text.
+_SELECT = "SELECT CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
 _LIST = (
-    "SELECT key, namespace, call_id, status, revision, updated_at, updated_us"
+    "SELECT key, CAST(namespace AS BLOB), CAST(call_id AS BLOB), status, revision,"
+    " CAST(updated_at AS BLOB), updated_us"
     " FROM tec_checkpoint WHERE status IN ({statuses}){before}{after} ORDER BY key LIMIT ?"
 )
+_KNOWN = sorted(status.value for status in Status)
+# The rows whose status column is no status, or whose updated_us is not an integer (text
+# and blobs sort after every integer): listed by their record, since the indexed columns
+# cannot place them. One range of the (status, updated_us) index per term, joined by
+# UNION ALL (SQLite does not use the index for the same terms joined by OR); "+key" keeps
+# the planner off the key's index, which would scan every row after the key.
+_ODD_TERMS = (
+    "status < ?",
+    *("status > ? AND status < ?" for _ in _KNOWN[1:]),
+    "status > ?",
+    *("status = ? AND updated_us > ?" for _ in _KNOWN),
+)
+_ODD = (
+    " UNION ALL ".join(
+        f"SELECT key, CAST(record AS BLOB) FROM tec_checkpoint WHERE {term}{{after}}"
+        for term in _ODD_TERMS
+    )
+    + " ORDER BY key LIMIT ?"
+)
+_ODD_BOUNDS: tuple[tuple[object, ...], ...] = (
+    (_KNOWN[0],),
+    *itertools.pairwise(_KNOWN),
+    (_KNOWN[-1],),
+    *((status, _INT64_MAX) for status in _KNOWN),
+)
+_SELECT_RECORD = "SELECT CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
 
 _READS = frozenset({"get", "list_records"})
 
@@ -288,14 +319,18 @@ class SQLiteStore:
                 raise SQLiteConfigurationError(
                     "a sqlite URL accepts one query parameter, busy_timeout=SECONDS"
                 )
+            seconds: float | None
             try:
-                options["busy_timeout"] = float(value)
-            except ValueError:
+                seconds = float(value)
+            except ValueError:  # its message quotes the URL's text: not kept as a context
+                seconds = None
+            if seconds is None:
                 raise CheckpointError(
                     ErrorCode.INVALID_ARGUMENT,
                     "must be a number of seconds",
                     field="busy_timeout",
-                ) from None
+                )
+            options["busy_timeout"] = seconds
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
         return cls(path, **options)
@@ -527,10 +562,14 @@ class SQLiteStore:
         return self._write("compare_and_swap", _UPDATE, parameters)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return a fresh mapping of the record stored under ``key``, or None.
+        """Return a fresh mapping of the record stored under ``key``, or None when no row
+        is there.
 
-        Raises CheckpointError INVALID_CHECKPOINT if the stored text is not JSON (the
-        row was written by something else than this store)."""
+        Raises CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when the row's
+        record is not a valid record, whatever its bytes (not UTF-8, not JSON, too deep,
+        not an object, a record that does not validate): see
+        :func:`~tool_execution_checkpoint.store.decode_stored`. The row was written by
+        something else than this store; the error names no value."""
         check_key(key)
         with self._lock:
             db = self._connection()
@@ -540,15 +579,7 @@ class SQLiteStore:
                 raise self._failure(error, "get") from error
         if row is None:
             return None
-        try:
-            loaded = json.loads(row[0])
-        except (TypeError, ValueError):
-            loaded = None
-        if not isinstance(loaded, dict):
-            raise CheckpointError(
-                ErrorCode.INVALID_CHECKPOINT, "the stored text is not a JSON object"
-            )
-        return loaded
+        return decode_stored(_stored_bytes(row[0])).mapping
 
     def list_records(
         self,
@@ -557,51 +588,104 @@ class SQLiteStore:
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """Records in any of ``statuses`` last updated before ``updated_before_us``
         (microseconds since the epoch; None for any time), in key order, starting after
         ``after_key``, at most ``limit`` (at least 1) of them. Page by passing the last
-        key back. Reads the indexed columns, never the records.
+        key back. Reads the indexed columns, not the records.
+
+        A row whose columns cannot place it (its status column is no status, its
+        ``updated_us`` no integer, or another column is not what this store writes) is
+        listed by its record's own status and time instead; when that record is not a
+        valid record either, it is a :class:`~tool_execution_checkpoint.store.BrokenRecord`
+        in every listing. A row whose columns are sound but whose record is broken is
+        listed by its columns: ``get`` then raises INVALID_CHECKPOINT for it.
 
         Raises CheckpointError INVALID_ARGUMENT for a ``statuses`` that is a str or holds
         something that is not a status, a ``limit`` below 1, or an argument of the wrong
         type."""
         listing = check_listing(statuses, updated_before_us, after_key, limit)
         wanted = sorted(status.value for status in listing.statuses)
-        before, after_key, limit = listing.updated_before_us, listing.after_key, listing.limit
+        before, after, limit = listing.updated_before_us, listing.after_key, listing.limit
         if not wanted or (before is not None and before <= _INT64_MIN):
             return []
-        parameters: list[object] = [*wanted]
         if before is not None and before > _INT64_MAX:
             before = None  # every stored time is earlier
+        limit = min(limit, _INT64_MAX)
+        found: list[RecordSummary | BrokenRecord] = []
+        while True:
+            rows, odd, cut = self._list_page(wanted, before, after, limit)
+            for key in sorted(rows.keys() | odd.keys()):
+                if cut is not None and key > cut:
+                    break
+                line = self._listed(key, rows.get(key), odd.get(key))
+                if isinstance(line, BrokenRecord) or (
+                    line is not None
+                    and line.status in listing.statuses
+                    and (before is None or line.updated_us < before)
+                ):
+                    found.append(line)
+                    if len(found) == limit:
+                        return found
+            if cut is None:
+                return found
+            after = cut  # a query filled its page: go on after the last key it gave
+
+    def _list_page(
+        self, wanted: list[str], before: int | None, after: str | None, limit: int
+    ) -> tuple[dict[str, RecordSummary | None], dict[str, object], str | None]:
+        """One page of each query: the indexed rows by key (None where a column is not
+        what this store writes), the odd rows' records by key, and the last key that
+        both pages cover when either is full (None when neither is)."""
+        parameters: list[object] = [*wanted]
         if before is not None:
             parameters.append(before)
-        if after_key is not None:
-            parameters.append(after_key)
-        parameters.append(min(limit, _INT64_MAX))
+        if after is not None:
+            parameters.append(after)
+        parameters.append(limit)
         statement = _LIST.format(
             statuses=", ".join("?" * len(wanted)),
             before="" if before is None else " AND updated_us < ?",
-            after="" if after_key is None else " AND key > ?",
+            after="" if after is None else " AND key > ?",
         )
+        odd_statement = _ODD.format(after="" if after is None else " AND +key > ?")
+        odd_parameters: list[object] = []
+        for bounds in _ODD_BOUNDS:
+            odd_parameters += [*bounds, after] if after is not None else bounds
+        odd_parameters.append(limit)
         with self._lock:
             db = self._connection()
             try:
-                rows = self._patiently(db, statement, parameters).fetchall()
+                listed = self._patiently(db, statement, parameters).fetchall()
+                odd_rows = self._patiently(db, odd_statement, odd_parameters).fetchall()
             except sqlite3.Error as error:
                 raise self._failure(error, "list_records") from error
-        return [
-            RecordSummary(
-                key=key,
-                namespace=namespace,
-                call_id=call_id,
-                status=_stored_status(status),
-                revision=revision,
-                updated_at=updated_at,
-                updated_us=updated_us,
-            )
-            for key, namespace, call_id, status, revision, updated_at, updated_us in rows
-        ]
+        rows = {row[0]: _summary(row) for row in listed}
+        odd: dict[str, object] = dict(odd_rows)
+        full = [page[-1][0] for page in (listed, odd_rows) if len(page) == limit]
+        return rows, odd, min(full) if full else None
+
+    def _listed(
+        self, key: str, columns: RecordSummary | None, record: object
+    ) -> RecordSummary | BrokenRecord | None:
+        """The listing line of one row: by its columns when they are sound, else by its
+        record (read now if the odd query did not bring it); None if the row is gone."""
+        if columns is not None and record is None:
+            return columns
+        if record is None:
+            with self._lock:
+                db = self._connection()
+                try:
+                    row = self._patiently(db, _SELECT_RECORD, (key,)).fetchone()
+                except sqlite3.Error as error:
+                    raise self._failure(error, "list_records") from error
+            if row is None:
+                return None
+            record = row[0]
+        try:
+            return RecordSummary.of(key, decode_stored(_stored_bytes(record)).checkpoint)
+        except CheckpointError as error:
+            return BrokenRecord.of(key, error)
 
     def close(self) -> None:
         """Close the connection. Idempotent; operations afterwards raise
@@ -639,13 +723,48 @@ def _columns(record: Checkpoint) -> tuple[object, ...]:
     )
 
 
-def _stored_status(value: object) -> Status:
+def _stored_bytes(value: object) -> bytes:
+    """A column read with CAST(... AS BLOB): bytes (b"" for anything else, which no
+    decoder accepts)."""
+    return value if isinstance(value, bytes) else b""
+
+
+def _column_text(value: object) -> str | None:
+    if not isinstance(value, bytes):
+        return None
     try:
-        return Status(str(value))
-    except ValueError:
-        raise CheckpointError(
-            ErrorCode.INVALID_CHECKPOINT, "the stored status column is not a status", field="status"
-        ) from None
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _summary(row: Sequence[object]) -> RecordSummary | None:
+    """The summary a row of _LIST gives, or None when a column is not what this store
+    writes (the row is then listed by its record)."""
+    key, namespace, call_id, status, revision, updated_at, updated_us = row
+    texts = (_column_text(namespace), _column_text(call_id), _column_text(updated_at))
+    if (
+        None in texts
+        or type(revision) is not int
+        or revision < 1
+        or type(updated_us) is not int
+        or status not in _KNOWN
+        or not isinstance(key, str)
+    ):
+        return None
+    namespace_text, call_id_text, updated_at_text = texts
+    assert namespace_text is not None  # checked above
+    assert call_id_text is not None
+    assert updated_at_text is not None
+    return RecordSummary(
+        key=key,
+        namespace=namespace_text,
+        call_id=call_id_text,
+        status=Status(status),
+        revision=revision,
+        updated_at=updated_at_text,
+        updated_us=updated_us,
+    )
 
 
 class AsyncSQLiteStore:
@@ -718,7 +837,7 @@ class AsyncSQLiteStore:
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`SQLiteStore.list_records`."""
         listing = functools.partial(
             self.store.list_records,

@@ -14,14 +14,23 @@ A write that raises may or may not have been applied. The caller must not guess:
 reads the record back and decides again. Because every next record carries the
 writer's own attempt id or delivery id, reading back tells exactly whether it landed.
 Stores say so explicitly by raising :class:`OutcomeUnknownError`.
+
+Bad stored data. Every store reads what it stored through one decoder,
+:func:`decode_stored`: a stored value that is not a valid record (not UTF-8, not JSON,
+nested too deep, an integer past Python's digit limit, a JSON array, string, number or
+``null``, or an object that does not validate as a record) is CheckpointError
+INVALID_CHECKPOINT naming no value, with no exception chained or in its context. ``get``
+returns None only when nothing at all is stored under the key. A listing never stops at
+such a record and never drops it: it lists it as a :class:`BrokenRecord` in key order.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint
@@ -30,20 +39,25 @@ from .validation import check_identifier, timestamp_microseconds
 
 __all__ = [
     "AsyncCheckpointStore",
+    "BrokenRecord",
     "CheckpointStore",
     "Listing",
     "OperableCheckpointStore",
     "OutcomeUnknownError",
     "RecordSummary",
     "StoreError",
+    "StoredRecord",
     "check_create",
     "check_key",
     "check_listing",
     "check_swap",
     "checkpoint_key",
+    "decode_stored",
 ]
 
 KEY_SCHEME = "tool-execution-checkpoint/key/v1"
+
+_CEILING = TABLE.limits.ceiling_max_payload_bytes
 
 
 class StoreError(Exception):
@@ -67,13 +81,34 @@ class CheckpointStore(Protocol):
         ...
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return the stored record's JSON mapping, or None if there is none."""
+        """Return the stored record's JSON mapping, or None if nothing is stored under
+        ``key``; raise CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when
+        what is stored is not a valid record (see :func:`decode_stored`)."""
         ...
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Atomically replace the record under ``key`` with ``record`` if its stored
         revision equals ``expected_revision``; return whether it did."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenRecord:
+    """One line of an operator's listing for a key whose stored value is not a valid
+    record: reading it (``get``) raises CheckpointError ``code``. Listings show it in key
+    order instead of stopping at it or dropping it, so paging by the last key goes on past
+    it and an operator sees it; repairing or deleting it is the operator's work.
+
+    ``reason`` is the refusal's message: it names a field and a rule, never a value."""
+
+    key: str
+    code: ErrorCode
+    reason: str
+
+    @classmethod
+    def of(cls, key: str, error: CheckpointError) -> BrokenRecord:
+        """The listing line of ``key``, whose stored value ``error`` refused."""
+        return cls(key=key, code=error.code, reason=str(error))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +152,16 @@ class OperableCheckpointStore(CheckpointStore, Protocol):
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> Sequence[RecordSummary | BrokenRecord]:
         """Records in any of ``statuses`` last updated before ``updated_before_us``
         (microseconds since the epoch; None for any time), in key order, starting after
-        ``after_key``, at most ``limit`` of them. Page by passing the last key back."""
+        ``after_key``, at most ``limit`` of them. Page by passing the last key back.
+
+        A stored value that is not a valid record is listed as a :class:`BrokenRecord`
+        (it counts towards ``limit``) wherever the store's index puts it: a store that
+        indexes status and time apart from the record lists it in the listings that index
+        matches, a store without such an index in every listing. It never stops the
+        listing."""
         ...
 
 
@@ -192,10 +233,9 @@ def check_listing(
 
     if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
         raise refuse("statuses", "must be a collection of Status")
-    try:
-        wanted = frozenset(Status(status) for status in statuses)
-    except (TypeError, ValueError):
-        raise refuse("statuses", "must hold only Status values") from None
+    wanted = _statuses(statuses)
+    if wanted is None:  # raised here, outside the except: no context quotes the value
+        raise refuse("statuses", "must hold only Status values")
     if updated_before_us is not None and type(updated_before_us) is not int:
         raise refuse("updated_before_us", "must be an int or None")
     after = None
@@ -204,6 +244,13 @@ def check_listing(
     if type(limit) is not int or limit < 1:
         raise refuse("limit", "must be an int of at least 1")
     return Listing(wanted, updated_before_us, after, limit)
+
+
+def _statuses(statuses: Collection[Any]) -> frozenset[Status] | None:
+    try:
+        return frozenset(Status(status) for status in statuses)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_key(key: object) -> str:
@@ -241,3 +288,74 @@ def check_swap(key: object, expected_revision: object, record: object) -> Checkp
             field="expected_revision",
         )
     return record
+
+
+class StoredRecord(NamedTuple):
+    """A stored value that :func:`decode_stored` accepted."""
+
+    mapping: dict[str, Any]
+    """The JSON object exactly as it was stored (a fresh dict: what ``get`` returns)."""
+    checkpoint: Checkpoint
+    """The same record validated (with the largest payload limit)."""
+
+
+_UNREADABLE: Any = object()
+
+
+def _parse(raw: object) -> Any:
+    """The JSON value of ``raw`` (str, or bytes that must be UTF-8), or _UNREADABLE.
+    Never raises: an error raised in an ``except`` block would keep the text in its
+    context (a JSONDecodeError's ``doc``, a UnicodeDecodeError's ``object``)."""
+    if isinstance(raw, bytes | bytearray | memoryview):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return _UNREADABLE
+    if not isinstance(raw, str):
+        return _UNREADABLE
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, too deep, an int past the digit limit
+        return _UNREADABLE
+
+
+def _validate(value: dict[str, Any]) -> Checkpoint | CheckpointError:
+    """The validated record, or the (fresh, context-free) refusal of it."""
+    try:
+        return Checkpoint.from_dict(value, max_payload_bytes=_CEILING)
+    except CheckpointError as error:
+        if error.code is ErrorCode.UNSUPPORTED_SCHEMA:  # a newer library wrote it
+            return CheckpointError(error.code, error.detail, field=error.field)
+        # PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED at the ceiling are broken records too.
+        return CheckpointError(
+            ErrorCode.INVALID_CHECKPOINT, error.detail, field=error.field, limit=error.limit
+        )
+    except (ValueError, TypeError, RecursionError, OverflowError):  # pragma: no cover
+        # Nothing found raises these for a JSON object; kept so no stored value can.
+        return CheckpointError(ErrorCode.INVALID_CHECKPOINT, "the stored record is unreadable")
+
+
+def decode_stored(raw: str | bytes) -> StoredRecord:
+    """Decode and validate the text (or UTF-8 bytes) a store kept for a record: the one
+    decoder every store of this package reads records with, in ``get`` and in listings.
+
+    Raises:
+        CheckpointError: INVALID_CHECKPOINT for anything that is not a valid record:
+            bytes that are not UTF-8, text that is not JSON, nested too deep for the
+            parser, an integer past Python's digit limit, a JSON array, string, number or
+            ``null``, and an object that does not validate as a record (with the largest
+            payload limit; a payload rule it breaks is INVALID_CHECKPOINT here too).
+            UNSUPPORTED_SCHEMA for a record of another schema version. The message
+            names a field and a rule, never a value, and the error has no
+            ``__cause__`` and no ``__context__`` of its own (nothing in the chain holds
+            the stored text).
+    """
+    value = _parse(raw)
+    if type(value) is not dict:
+        raise CheckpointError(
+            ErrorCode.INVALID_CHECKPOINT, "the stored value is not the JSON text of an object"
+        )
+    checked = _validate(value)
+    if isinstance(checked, CheckpointError):
+        raise checked
+    return StoredRecord(value, checked)

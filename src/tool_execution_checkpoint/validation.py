@@ -230,24 +230,30 @@ def encode_payload(value: object, max_payload_bytes: int, field: str) -> tuple[s
     """
     # Not mutated: check_floats=None would act as False, an equivalent mutant.
     _walk(value, field, check_floats=False)  # pragma: no mutate
+    # Every refusal below is raised outside its except block: the encoder's errors are
+    # not kept as a context (a UnicodeEncodeError's ``object`` is the payload's text).
+    text: str | None
     try:
         text = _ENCODE(value)
     except ValueError:
+        text = None
+    if text is None:
         # The encoder refuses NaN and the infinities; the walk names them. The only other
         # ValueError after the walk: an int past Python's int-to-str limit.
         _walk(value, field)
         raise CheckpointError(
             ErrorCode.PAYLOAD_LIMIT_EXCEEDED, "holds an integer with too many digits", field=field
-        ) from None
+        )
+    size: int | None
     if text.isascii():
         size = len(text)
     else:
         try:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError:
-            raise CheckpointError(
-                ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate", field=field
-            ) from None
+            size = None
+    if size is None:
+        raise CheckpointError(ErrorCode.PAYLOAD_NOT_JSON, "holds a lone surrogate", field=field)
     if size > max_payload_bytes:
         raise CheckpointError(
             ErrorCode.PAYLOAD_LIMIT_EXCEEDED,

@@ -20,23 +20,46 @@ attributes: ``harness_workers``, ``harness_keys``, ``harness_examples``,
 ``payload_ceiling_bytes``, ``stress_threads`` and ``stress_keys``. The example budgets
 also follow the settings profile chosen by the ``TOOL_CHECKPOINT_HARNESS`` environment
 variable (see :mod:`tool_execution_checkpoint.testing.profiles`).
+
+Garbage in storage. A subclass that defines ``write_raw(self, store, key, raw)`` (write
+the bytes ``raw`` as the stored record under ``key`` in the store's own storage,
+bypassing the store, replacing whatever is there; a store whose storage cannot hold some
+bytes, such as PostgreSQL's TEXT, stores the nearest text it can) also gets the garbage
+checks: every garbage value (not UTF-8, not JSON, too deep, a huge integer, a JSON array,
+string, number or ``null``, a record with a field broken, a truncated record) read back
+by ``get`` is CheckpointError INVALID_CHECKPOINT (UNSUPPORTED_SCHEMA for another schema
+version) or a StoreError, never a value and never another exception, and no message,
+repr, attribute, ``__cause__`` or ``__context__`` in the chain holds the stored text;
+listings and ``prune_delivered`` go on past it. Where storage indexes records apart from
+their text (a status and a time column), ``write_raw`` indexes the garbage as a record
+delivered at the Unix epoch, so that listings of delivered records and pruning meet it.
+Without ``write_raw`` these checks are skipped (``unittest.SkipTest``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import unittest
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from ..errors import CheckpointError, ErrorCode
 from ..memory import MemoryStore
-from ..operations import prune_delivered
+from ..operations import PruneReport, prune_delivered
 from ..records import Binding, Checkpoint
-from ..store import CheckpointStore, OperableCheckpointStore, checkpoint_key
+from ..store import (
+    BrokenRecord,
+    CheckpointStore,
+    OperableCheckpointStore,
+    RecordSummary,
+    StoreError,
+    checkpoint_key,
+)
 from ..table import Action, Status
 from ..transitions import (
     Transition,
@@ -68,7 +91,18 @@ from .harness import ProtocolMachine, protocol_machine
 from .profiles import active_profile
 from .stress import threaded_stress
 
-__all__ = ["OperableStoreConformance", "StoreConformance", "read_back_landed"]
+__all__ = [
+    "GARBAGE_EXAMPLES",
+    "GARBAGE_SECRET",
+    "OperableStoreConformance",
+    "StoreConformance",
+    "garbage_values",
+    "leaks",
+    "read_back_landed",
+]
+
+GARBAGE_SECRET = "s3cr3t-garbage-7f1c"
+"""A marker every generated garbage value holds, that no error may show."""
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -79,6 +113,112 @@ def read_back_landed(store: CheckpointStore, key: str, attempt_next: Any) -> boo
     writer's own fence, so no other writer can have produced it)."""
     stored = store.get(key)
     return stored is not None and dict(stored) == attempt_next.to_dict()
+
+
+def _valid_record_text() -> str:
+    binding = Binding("conformance", f"call-{GARBAGE_SECRET}", "tool", "1", "sha256:0")
+    created = create_checkpoint(binding, created_at=NOW)
+    claim = claim_execution(created, attempt_id="a", at=NOW)
+    done = complete_execution(claim.next, attempt_id="a", at=NOW, result=[GARBAGE_SECRET])
+    return done.next.to_json()
+
+
+def _broken_record(field: str, value: object) -> bytes:
+    """A valid record's JSON with one top-level field replaced by ``value``."""
+    record = json.loads(_valid_record_text())
+    record[field] = value
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+_FIELDS = st.sampled_from(
+    [
+        "schemaVersion",
+        "revision",
+        "status",
+        "binding",
+        "createdAt",
+        "updatedAt",
+        "execution",
+        "result",
+        "delivery",
+    ]
+)
+
+
+_SECRET_BYTES = GARBAGE_SECRET.encode()
+_TEXT = _valid_record_text().encode()
+
+GARBAGE_EXAMPLES: tuple[bytes, ...] = (
+    b"null",
+    b"[" * 100_000 + _SECRET_BYTES + b"]" * 100_000,  # deeper than the parser goes
+    b'{"a":' * 50_000 + b'"' + _SECRET_BYTES + b'"' + b"}" * 50_000,
+    b"[" + b"9" * 5_000 + b', "' + _SECRET_BYTES + b'"]',  # past the digit limit
+    b'["' + _SECRET_BYTES + b'"]',
+    b'"' + _SECRET_BYTES + b'"',
+    b"12345" + _SECRET_BYTES,
+    _TEXT.replace(b'"status":"completed"', b'"status":"' + _SECRET_BYTES + b'"'),
+    _TEXT.replace(b'"schemaVersion":1', b'"schemaVersion":1,"' + _SECRET_BYTES + b'":1'),
+    _TEXT[:-1] + b',"extra":"' + _SECRET_BYTES + b'"}',
+    _broken_record("result", {"payload": _SECRET_BYTES.decode(), "completedAt": NOW}),
+    _TEXT.replace(b'["' + _SECRET_BYTES + b'"]', b'["' + _SECRET_BYTES + b'\\ud800"]'),
+    _TEXT.replace(b'["' + _SECRET_BYTES + b'"]', b'["' + _SECRET_BYTES + b'", NaN]'),
+)
+"""The fixed garbage values: each one is read back in every run of the check."""
+
+
+def garbage_values() -> st.SearchStrategy[bytes]:
+    """Stored values that are not valid records, each holding :data:`GARBAGE_SECRET`."""
+    secret = GARBAGE_SECRET.encode()
+    text = _valid_record_text().encode()
+    return st.one_of(
+        st.binary(max_size=64).map(lambda raw: raw + secret),  # mostly not JSON
+        st.binary(min_size=1, max_size=16).map(lambda raw: secret + b"\xff\xfe" + raw),
+        st.integers(1, len(text) - 1).map(lambda cut: text[:cut]),  # a torn write
+        st.sampled_from(GARBAGE_EXAMPLES),
+        st.tuples(_FIELDS, _JSON_VALUES).map(
+            lambda pair: _broken_record(pair[0], [GARBAGE_SECRET, pair[1]])
+        ),
+    )
+
+
+def leaks(error: BaseException, secret: str = GARBAGE_SECRET) -> str | None:
+    """Where ``secret`` shows in ``error``'s chain (message, repr, args, attributes,
+    ``__cause__`` and ``__context__``, suppressed or not), or None if nowhere."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        name = type(current).__name__
+        shown = {"str": str(current), "repr": repr(current)}
+        shown |= {f"args[{i}]": repr(arg) for i, arg in enumerate(current.args)}
+        shown |= {f".{key}": repr(value) for key, value in vars(current).items()}
+        for where, text in shown.items():
+            if secret in text:
+                return f"{name} {where}"
+        pending += [link for link in (current.__cause__, current.__context__) if link]
+    return None
+
+
+def _check_refusal(error: BaseException) -> None:
+    """A garbage read must be refused as INVALID_CHECKPOINT or UNSUPPORTED_SCHEMA, or be
+    a StoreError; the chain must not hold the garbage's text."""
+    if isinstance(error, CheckpointError):
+        allowed = (ErrorCode.INVALID_CHECKPOINT, ErrorCode.UNSUPPORTED_SCHEMA)
+        assert error.code in allowed, f"garbage read back as {error.code}"
+    elif not isinstance(error, StoreError):
+        raise AssertionError(
+            f"garbage read back raised {type(error).__name__}, not CheckpointError"
+        ) from None
+    where = leaks(error)
+    assert where is None, f"the error of a garbage read shows the stored text in its {where}"
 
 
 class StoreConformance:
@@ -105,6 +245,56 @@ class StoreConformance:
     def make_store(self) -> Any:
         """Return a fresh, empty store. Subclasses must define this."""
         raise NotImplementedError("define make_store(self) in the subclass")
+
+    def _raw_writer(self) -> Callable[[Any, str, bytes], None]:
+        """The subclass's optional hook ``def write_raw(self, store, key, raw: bytes)``:
+        write ``raw`` as the stored record under ``key`` in ``store``'s own storage
+        (``store`` is what ``make_store`` returned), replacing whatever is there. The
+        garbage checks run only when it is defined (see the module docstring)."""
+        writer = getattr(self, "write_raw", None)
+        if writer is None:
+            raise unittest.SkipTest("the test class defines no write_raw(store, key, raw)")
+        return writer  # type: ignore[no-any-return]
+
+    def _made(self, store: CheckpointStore) -> Any:
+        """What make_store returned for ``store`` (an async store under its adapter)."""
+        return getattr(store, "inner", store)
+
+    def test_garbage_read_back_is_refused_without_showing_it(self) -> None:
+        """Every garbage value ``write_raw`` stores, ``get`` refuses with CheckpointError
+        INVALID_CHECKPOINT (UNSUPPORTED_SCHEMA) or a StoreError, whose chain holds none
+        of it; a valid record stored next to it still reads back."""
+        write_raw = self._raw_writer()
+        store = self._store()
+        binding = self._binding("neighbour")
+        neighbour = create_checkpoint(binding, created_at=NOW)
+        store.create_if_absent(checkpoint_key(binding), neighbour)
+        numbers = itertools.count()
+
+        @settings(
+            max_examples=40,
+            deadline=None,
+            database=None,
+            report_multiple_bugs=False,  # one AssertionError, the first bug found
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(garbage_values())
+        def check(raw: bytes) -> None:
+            key = checkpoint_key(self._binding(f"garbage-{next(numbers)}"))
+            write_raw(self._made(store), key, raw)
+            try:
+                value = store.get(key)
+            except Exception as error:  # every refusal is judged, not just the expected
+                _check_refusal(error)
+            else:
+                raise AssertionError(
+                    f"garbage read back as {type(value).__name__}, not CheckpointError"
+                )
+
+        for raw in GARBAGE_EXAMPLES:  # each fixed value in every run, then generated ones
+            check.hypothesis.inner_test(raw)  # type: ignore[attr-defined]
+        check()
+        assert store.get(checkpoint_key(binding)) == neighbour.to_dict()
 
     def _store(self) -> CheckpointStore:
         store = as_sync_store(self.make_store())
@@ -438,7 +628,8 @@ class OperableStoreConformance(StoreConformance):
         for statuses, before in queries:
             expected = model.list_records(statuses, updated_before_us=before)
             assert store.list_records(statuses, updated_before_us=before) == expected
-        pages, after = [], None
+        pages: list[RecordSummary | BrokenRecord] = []
+        after = None
         while page := store.list_records(list(Status), after_key=after, limit=3):
             assert len(page) <= 3
             pages += page
@@ -456,7 +647,7 @@ class OperableStoreConformance(StoreConformance):
         check_paging(store, model, [Status.DELIVERED], cutoff, 500)
         pruned = prune_delivered(store, retention_us=month, at="2026-06-02T00:00:00Z")
         assert pruned == prune_delivered(model, retention_us=month, at="2026-06-02T00:00:00Z")
-        assert pruned == 1
+        assert pruned == PruneReport(pruned=1, broken=())
         for binding in bindings:
             key = checkpoint_key(binding)
             after = store.get(key)
@@ -468,3 +659,48 @@ class OperableStoreConformance(StoreConformance):
                 assert decide_checkpoint(after, binding).action is Action.NONE
                 replay = create_checkpoint(binding, created_at="2026-06-03T00:00:00Z")
                 assert store.create_if_absent(key, replay) is False
+
+    def test_listings_and_pruning_go_on_past_garbage(self) -> None:
+        """Garbage that ``write_raw`` stores among delivered records never stops or
+        breaks a listing or ``prune_delivered``: every page size lists every key once, in
+        key order (a garbage key as a BrokenRecord, or by the store's sound index
+        columns), the valid records exactly as the model lists them; pruning drops every
+        old payload and reports the garbage keys, in key order, as broken."""
+        write_raw = self._raw_writer()
+        store, model = self._store(), MemoryStore()
+        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        bindings = [self._binding(f"around-garbage-{n}") for n in range(4)]
+        for binding in bindings:
+            _drive(store, binding, Status.DELIVERED, self.OLD)
+            _drive(model, binding, Status.DELIVERED, self.OLD)
+        secret = GARBAGE_SECRET.encode()
+        garbage = [b"null", b"\xff" + secret, b'["' + secret + b'"]', b"[" * 100_000, secret]
+        broken = sorted(checkpoint_key(self._binding(f"garbage-{n}")) for n in range(5))
+        for key, raw in zip(broken, garbage, strict=True):
+            write_raw(self._made(store), key, raw)
+        good = [checkpoint_key(binding) for binding in bindings]
+        for limit in (1, 2, 3, 1_000):
+            listed: list[RecordSummary | BrokenRecord] = []
+            after: str | None = None
+            for _ in range(len(good) + len(broken) + 1):  # a repeating cursor cannot loop
+                page = store.list_records(list(Status), after_key=after, limit=limit)
+                if not page:
+                    break
+                assert len(page) <= limit, f"a page of {limit} held {len(page)} lines"
+                listed += page
+                after = page[-1].key
+            assert [row.key for row in listed] == sorted(good + broken), (
+                f"pages of {limit} did not list every key once, in key order"
+            )
+            assert [row for row in listed if row.key in good] == model.list_records(list(Status))
+            for row in listed:
+                assert isinstance(row, RecordSummary) or row.key in broken
+                assert GARBAGE_SECRET not in repr(row), "a listing line shows the garbage"
+        delivered = {row.key for row in store.list_records([Status.DELIVERED])}
+        assert set(broken) <= delivered, "write_raw must index garbage as delivered"
+        report = prune_delivered(store, retention_us=0, at=self.NEW, page_size=2)
+        expected = prune_delivered(model, retention_us=0, at=self.NEW, page_size=2)
+        assert report.pruned == expected.pruned == len(bindings)
+        assert report.broken == tuple(broken), "pruning did not report every broken record"
+        for key in good:
+            assert store.get(key) == model.get(key)

@@ -43,7 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ..memory import MemoryStore
 from ..operations import prune_delivered
 from ..records import Binding, Checkpoint
-from ..store import CheckpointStore, OperableCheckpointStore, RecordSummary
+from ..store import BrokenRecord, CheckpointStore, OperableCheckpointStore, RecordSummary
 from ..table import TABLE, Status
 from ..transitions import (
     Transition,
@@ -385,7 +385,7 @@ def check_paging(
     statuses: Collection[Status],
     before: int | None,
     limit: int,
-) -> list[RecordSummary]:
+) -> list[RecordSummary | BrokenRecord]:
     """Page through ``store.list_records(statuses, updated_before_us=before, limit=limit)``
     passing each page's last key back, and check every page against the model's page for
     the same arguments; return the records listed.
@@ -397,7 +397,7 @@ def check_paging(
     """
     what = f"list_records with {len(statuses)} statuses, an age bound of {before}, pages of {limit}"
     expected = model.list_records(statuses, updated_before_us=before, limit=1_000_000)
-    seen: list[RecordSummary] = []
+    seen: list[RecordSummary | BrokenRecord] = []
     keys: set[str] = set()
     after: str | None = None
     for _ in range(len(expected) + 2):
