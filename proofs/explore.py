@@ -19,8 +19,8 @@ Checked in every reachable state:
 - a stored payload is the one the single execution produced (or the operator's "did not
   run" payload), until a delivered one is pruned;
 - every delivery carried exactly that payload, and nothing arrived twice;
-- a finished call never reports its own claim as another worker's, and the payload an
-  outcome carries is the one produced;
+- a finished call never reports its own claim as another worker's, holds no write in
+  flight, and the payload an outcome carries is the one produced;
 - decide never answers execute once the record was claimed, unless the claim was released
   by an attempt whose tool did not run (a release after the tool ran is a violation);
 - only the fence holder finishes a claim: every fenced transition the table allows from
@@ -226,6 +226,8 @@ def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
 
 
 def _check_outcome(state: State, call: CallState, outcome: RunOutcome) -> None:
+    if call.pending is not None or call.writing is not None:
+        raise Violation("a finished call still holds a write in flight")
     record = outcome.record
     lost = outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
     if lost and record is not None and call.owns(claim_id(record)):

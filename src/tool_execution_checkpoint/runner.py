@@ -723,7 +723,7 @@ class HostProtocol:
 
     def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
         outcome = RunOutcome(status, state.ran, state.record, reason)
-        return outcome, replace(state, phase=Phase.DONE, reason=reason)
+        return outcome, replace(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer

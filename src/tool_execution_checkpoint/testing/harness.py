@@ -300,6 +300,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _check_outcome(self, worker: Worker, state: CallState, outcome: RunOutcome) -> None:
         """What a finished call reports must be true."""
         worker.outcomes.append(outcome)
+        assert state.pending is None and state.writing is None, (
+            "a finished call still holds a write in flight"
+        )
         record = outcome.record
         if outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER and record is not None:
             assert not state.owns(claim_id(record)), (
