@@ -10,8 +10,8 @@ a :class:`~tool_execution_checkpoint.ToolGuard`. A toolset can also be guarded a
 ``Agent(model, toolsets=[CheckpointedToolset(toolset, store)])``.
 
 **The call id is ``<conversation id>/<tool call id>``**. Facts from ``pydantic-ai-slim``
-2.68.0 (``pydantic_ai/_run_context.py``, ``agent/__init__.py``): ``RunContext.tool_call_id`` is the id of the model's
-``ToolCallPart``, kept in the message history; ``RunContext.conversation_id`` is the
+2.68.0 (``pydantic_ai/_run_context.py``, ``agent/__init__.py``):
+``RunContext.tool_call_id`` is the id of the model's ``ToolCallPart``, kept in the message history; ``RunContext.conversation_id`` is the
 run's ``conversation_id`` argument or else the most recent one on ``message_history``,
 so it too is the same when a run is resumed from its stored messages. A host resumes by
 running the agent again with the messages it stored (``all_messages_json()`` /
