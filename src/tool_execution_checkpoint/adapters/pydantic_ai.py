@@ -11,17 +11,17 @@ a :class:`~tool_execution_checkpoint.ToolGuard`. A toolset can also be guarded a
 
 **The call id is ``<conversation id>/<tool call id>``**. Facts from ``pydantic-ai-slim``
 2.68.0 (``pydantic_ai/_run_context.py``, ``agent/__init__.py``):
-``RunContext.tool_call_id`` is the id of the model's ``ToolCallPart``, kept in the message history; ``RunContext.conversation_id`` is the
-run's ``conversation_id`` argument or else the most recent one on ``message_history``,
-so it too is the same when a run is resumed from its stored messages. A host resumes by
-running the agent again with the messages it stored (``all_messages_json()`` /
-``ModelMessagesTypeAdapter``), with ``deferred_tool_results`` after a deferral or
-approval; the tool calls of the last response then run under the same ids and find the
-checkpoint. The conversation id scopes the tool call id, which some models and providers
-number per response (``call_0``), so two conversations never share a record. An approval
-resume calls the tool again under the same id with ``tool_call_approved`` set: the
-unapproved attempt raised ``ApprovalRequired``, which released its claim, so the approved
-call runs the tool.
+``RunContext.tool_call_id`` is the id of the model's ``ToolCallPart``, kept in the
+message history; ``RunContext.conversation_id`` is the run's ``conversation_id``
+argument or else the most recent one on ``message_history``, so it too is the same when
+a run is resumed from its stored messages. A host resumes by running the agent again
+with the messages it stored (``all_messages_json()`` / ``ModelMessagesTypeAdapter``),
+with ``deferred_tool_results`` after a deferral or approval; the tool calls of the last
+response then run under the same ids and find the checkpoint. The conversation id scopes
+the tool call id, which some models and providers number per response (``call_0``), so
+two conversations never share a record. An approval resume calls the tool again under
+the same id with ``tool_call_approved`` set: the unapproved attempt raised
+``ApprovalRequired``, which released its claim, so the approved call runs the tool.
 
 **The fingerprint** is that of the validated arguments as pydantic dumps them to JSON
 (``to_jsonable_python``); the ``RunContext`` is never among them.
