@@ -58,6 +58,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     mark_execution_uncertain,
     release_delivery,
+    release_execution,
 )
 from tool_execution_checkpoint.postgres import (
     LAYOUT_MARKER,
@@ -332,6 +333,7 @@ def _transitions_to(status: Status, stamp: str, payload: JSONValue) -> list[Call
     return {
         Status.READY: [],
         Status.EXECUTING: claim,
+        Status.RELEASED: [*claim, lambda r: release_execution(r, attempt_id=attempt, at=stamp)],
         Status.UNCERTAIN: [
             *claim,
             lambda r: mark_execution_uncertain(r, attempt_id=attempt, at=stamp, reason="t"),

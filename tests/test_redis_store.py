@@ -54,6 +54,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     mark_execution_uncertain,
     release_delivery,
+    release_execution,
 )
 from tool_execution_checkpoint.redis_store import (
     SCRIPTS,
@@ -184,6 +185,8 @@ def walk(record: Checkpoint, status: Status, stamp: str, payload: Any) -> list[C
     deliver = [*complete, lambda r: claim_delivery(r, delivery_id="d-1", at=stamp).next]
     if status is Status.EXECUTING:
         steps = claim
+    elif status is Status.RELEASED:
+        steps = [*claim, lambda r: release_execution(r, attempt_id="attempt-1", at=stamp).next]
     elif status is Status.UNCERTAIN:
         steps = [
             *claim,
