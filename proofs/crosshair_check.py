@@ -31,8 +31,8 @@ COUNTEREXAMPLE = re.compile(r"^.+:\d+: error: .+ when calling .+$")
 CONFIRMED = re.compile(r": info: Confirmed over all paths\.$")
 ITERATIONS = re.compile(r"Number of iterations:\s+(\d+)")
 PROPERTIES = (
-    "decide_answers_execute_only_for_ready",
-    "no_transition_from_a_claim_lands_in_ready",
+    "decide_answers_execute_only_for_ready_or_released",
+    "no_claim_is_rearmed_but_by_its_owners_release",
     "next_validates_one_revision_on",
     "foreign_ids_never_finish_a_claim",
     "a_changed_binding_field_conflicts",

@@ -5,22 +5,24 @@ checkpoint shared by W workers. Each worker runs the runner's own step machine,
 :class:`~tool_execution_checkpoint.runner.HostProtocol` (what ``run_once`` drives), one
 request per move, so the search covers the code users call, not a model of it. From every
 state it tries every worker's next request answered every way (a write lands, fails
-before landing, or lands with its reply lost; a read succeeds or fails; the tool returns
-or reports its outcome unknown; a send arrives, is refused, or times out having arrived
-or not), every worker's crash and restart, a second call after a worker's call ends,
-every stale replay of a write computed earlier, the operator's reconciliation of a claim
-whose owner is gone (directly, or after marking the execution uncertain; a delivery is
-confirmed if it arrived and released if not) and the operator's pruning of a delivered
-payload. The real core computes every record.
+before landing, or lands with its reply lost; a read succeeds or fails; the tool returns,
+raises a handler error, reports its outcome unknown, or stops before it acts (its claim
+then released); a send arrives, is refused, or times out having arrived or not), every
+worker's crash and restart, a second call after a worker's call ends, every stale replay of a write
+computed earlier, the operator's reconciliation of a claim whose owner is gone
+(directly, or after marking the execution uncertain; a delivery is confirmed if it
+arrived and released if not) and the operator's pruning of a delivered payload. The
+real core computes every record.
 
 Checked in every reachable state:
 - the tool ran at most once;
 - a stored payload is the one the single execution produced (or the operator's "did not
   run" payload), until a delivered one is pruned;
 - every delivery carried exactly that payload, and nothing arrived twice;
-- a finished call never reports its own claim as another worker's, and the payload an
-  outcome carries is the one produced;
-- decide never answers execute once the record was claimed;
+- a finished call never reports its own claim as another worker's, holds no write in
+  flight, and the payload an outcome carries is the one produced;
+- decide never answers execute once the record was claimed, unless the claim was released
+  by an attempt whose tool did not run (a release after the tool ran is a violation);
 - only the fence holder finishes a claim: every fenced transition the table allows from
   the stored status refuses a foreign id with FENCE_CONFLICT;
 - the stored record validates and survives a round trip through its persisted form.
@@ -58,8 +60,10 @@ from tool_execution_checkpoint.runner import (
     RunTool,
     StoreFault,
     Swap,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
     claim_id,
+    default_error_payload,
 )
 from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
 
@@ -133,6 +137,13 @@ def _write(state: State, transition: tec.Transition | None, how: Write) -> tuple
     claimed = state.claimed or (
         landed and transition is not None and transition.next.status is Status.EXECUTING
     )
+    if landed and transition is not None and transition.next.status is Status.RELEASED:
+        assert state.stored is not None
+        assert state.stored.execution is not None
+        owner = state.stored.execution.attempt_id
+        if any(attempt == owner for attempt, _ in state.executions):
+            raise Violation("an execution whose tool ran was released")
+        claimed = False
     return replace(state, stored=stored, claimed=claimed), landed
 
 
@@ -172,6 +183,10 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
         yield f"{name} runs the tool", after, Returned(payload)
         unknown = Raised(ToolOutcomeUnknown("timed out"))
         yield f"{name} runs the tool (its outcome unknown)", after, unknown
+        failed = json.dumps(default_error_payload(ValueError()), separators=(",", ":"))
+        raised = replace(state, executions=(*state.executions, (attempt, failed)))
+        yield f"{name} runs the tool, which raises", raised, Raised(ValueError("failed"))
+        yield f"{name} stops before the tool acts", state, Raised(ToolDidNotRun())
     elif isinstance(request, Deliver):
         assert call.record is not None
         assert call.record.delivery is not None
@@ -211,6 +226,8 @@ def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
 
 
 def _check_outcome(state: State, call: CallState, outcome: RunOutcome) -> None:
+    if call.pending is not None or call.writing is not None:
+        raise Violation("a finished call still holds a write in flight")
     record = outcome.record
     lost = outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
     if lost and record is not None and call.owns(claim_id(record)):

@@ -20,7 +20,7 @@ from typing import Any
 import icontract
 
 import tool_execution_checkpoint as tec
-from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
+from tool_execution_checkpoint.table import EXECUTABLE, TABLE, Action, Fence, Status
 
 AT = "2026-01-01T00:00:00Z"
 BINDING = tec.Binding("proofs", "call-1", "tool", "1", "sha256:0")
@@ -83,19 +83,20 @@ def _transition(name: str, record: Any, claim_id: str, reason: str) -> tec.Trans
 
 @icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
 @icontract.ensure(lambda result: result)
-def decide_answers_execute_only_for_ready(status_index: int, use_mapping: bool) -> bool:
-    """decide_checkpoint never returns execute for a status other than ready."""
+def decide_answers_execute_only_for_ready_or_released(status_index: int, use_mapping: bool) -> bool:
+    """decide_checkpoint never returns execute for a status other than ready and released."""
     decision = tec.decide_checkpoint(_record(status_index, use_mapping), BINDING)
-    return decision.action is not Action.EXECUTE or decision.status is Status.READY
+    return decision.action is not Action.EXECUTE or decision.status in EXECUTABLE
 
 
 @icontract.require(lambda status_index: 0 <= status_index < len(CLAIMED))
 @icontract.require(lambda transition_index: 0 <= transition_index < len(TRANSITIONS))
 @icontract.ensure(lambda result: result)
-def no_transition_from_a_claim_lands_in_ready(
+def no_claim_is_rearmed_but_by_its_owners_release(
     status_index: int, transition_index: int, claim_id: str, as_owner: bool, reason: str
 ) -> bool:
-    """No transition from executing or uncertain lands in ready, whoever calls it."""
+    """No transition from executing or uncertain lands in ready, whoever calls it; only
+    the claim's own attempt id takes executing to released, and uncertain never is."""
     name = TRANSITIONS[transition_index]
     record = records()[CLAIMED[status_index]]
     who = _owner(record, name) if as_owner else claim_id
@@ -103,6 +104,12 @@ def no_transition_from_a_claim_lands_in_ready(
         following = _transition(name, record, who, reason).next
     except tec.CheckpointError:
         return True
+    if following.status is Status.RELEASED:
+        return (
+            record.status is Status.EXECUTING
+            and record.execution is not None
+            and who == record.execution.attempt_id
+        )
     return following.status is not Status.READY
 
 
@@ -187,8 +194,8 @@ def a_changed_binding_field_conflicts(status_index: int, field_index: int, value
 
 
 PROPERTIES = (
-    decide_answers_execute_only_for_ready,
-    no_transition_from_a_claim_lands_in_ready,
+    decide_answers_execute_only_for_ready_or_released,
+    no_claim_is_rearmed_but_by_its_owners_release,
     next_validates_one_revision_on,
     foreign_ids_never_finish_a_claim,
     a_changed_binding_field_conflicts,

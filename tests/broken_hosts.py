@@ -64,3 +64,11 @@ class ReportsOwnClaimAsLost(HostProtocol):
         if isinstance(answer, StoreFault) and state.writing is Phase.CLAIM:
             return self.claim_not_landed(replace(state, phase=Phase.CLAIM, writing=None), None)
         return super().after_confirm(state, answer)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasesAfterAnEffect(HostProtocol):
+    """Declares every exception of the tool "not run", a handler error raised after the
+    tool acted included: the claim is released and the next call runs the tool again."""
+
+    not_run: tuple[type[BaseException], ...] = (Exception,)

@@ -21,6 +21,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     mark_execution_uncertain,
     release_delivery,
+    release_execution,
 )
 
 LIMITS = TABLE.limits
@@ -74,6 +75,10 @@ def _walk(record: Checkpoint, status: Status, payload: JSONValue, stamp: str) ->
     path: dict[Status, list[Any]] = {
         Status.READY: [],
         Status.EXECUTING: [lambda r: claim_execution(r, attempt_id=attempt, at=stamp)],
+        Status.RELEASED: [
+            lambda r: claim_execution(r, attempt_id=attempt, at=stamp),
+            lambda r: release_execution(r, attempt_id=attempt, at=stamp),
+        ],
         Status.UNCERTAIN: [
             lambda r: claim_execution(r, attempt_id=attempt, at=stamp),
             lambda r: mark_execution_uncertain(r, attempt_id=attempt, at=stamp, reason="timeout"),

@@ -552,3 +552,32 @@ def test_the_codec_rebuilds_messages_and_nothing_else() -> None:
 
 if __name__ == "__main__":
     child(Path(sys.argv[1]), sys.argv[2], sys.argv[3])
+
+
+def test_a_tool_that_interrupts_before_acting_runs_once_on_the_resume(tmp_path: Path) -> None:
+    outbox = tmp_path / "outbox"
+    started: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an e-mail once a human approves."""
+        started.append(to)
+        answer = interrupt("approve?")
+        with outbox.open("a") as lines:
+            lines.write(f"{to} {answer}\n")
+        return "sent"
+
+    store = MemoryStore()
+    wrappers: Any = checkpoint_tool_calls(store, interrupt_first=("send_email",))
+    graph = build(
+        [send_email], model(ask("send_email", to="ada"), "Done."), InMemorySaver(), **wrappers
+    )
+    first = graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
+    assert first["__interrupt__"][0].value == "approve?"
+    (key,) = store.keys()
+    assert (store.get(key) or {})["status"] == "released"
+    graph.invoke(Command(resume="yes"), CONFIG)
+    assert started == ["ada", "ada"]  # LangGraph reruns the tool from its top
+    assert sent(outbox) == 1
+    graph.invoke(Command(resume="yes"), CONFIG)  # nothing left to resume: no second e-mail
+    assert sent(outbox) == 1

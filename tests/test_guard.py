@@ -28,6 +28,7 @@ from tool_execution_checkpoint import (
     SQLiteStore,
     Status,
     StoreError,
+    ToolDidNotRun,
     ToolGuard,
     ToolOutcomeUnknown,
     ToolRaisedEarlier,
@@ -492,3 +493,44 @@ def test_the_guard_works_on_the_embedded_store_across_restarts(tmp_path: Path) -
             assert send_email("ada@example.com", "hi").message_id == "m-1"
         store.close()
     assert len(outbox.sent) == 1
+
+
+class NeedsApproval(Exception):
+    """A framework's request for approval, raised before the tool acts."""
+
+
+def test_a_tool_that_stopped_before_acting_runs_on_the_next_call() -> None:
+    outbox, approved = Outbox(), list[bool]()
+
+    @checkpointed(MemoryStore(), not_run=(NeedsApproval,))
+    def send_email(to: str) -> Receipt:
+        if not approved:
+            raise NeedsApproval
+        return outbox.send(to, "hi")
+
+    with tool_call("toolu_1"):
+        with pytest.raises(NeedsApproval):
+            send_email("ada@example.com")
+        approved.append(True)
+        first = send_email("ada@example.com")  # the resume, after approval
+        assert send_email("ada@example.com") == first  # and a replay
+    assert len(outbox.sent) == 1
+
+
+def test_tool_did_not_run_is_the_default_not_run_exception() -> None:
+    runs = 0
+
+    @checkpointed(MemoryStore())
+    def tool() -> int:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            raise ToolDidNotRun
+        return runs
+
+    with tool_call("toolu_1"):
+        with pytest.raises(ToolDidNotRun):
+            tool()
+        assert tool() == 2
+        assert tool() == 2
+    assert runs == 2

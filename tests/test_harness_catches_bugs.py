@@ -15,6 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from broken import ForgetfulStore, OverwritingStore, RacyStore, RevisionBlindStore
 from broken_hosts import (
     ActsOnLostClaims,
+    ReleasesAfterAnEffect,
     ReleasesUnknownDeliveries,
     ReportsOwnClaimAsLost,
     RerunsOnReconcile,
@@ -122,6 +123,12 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[HostProtocol], Patch, str]] = {
         RerunsOnReconcile,
         unchanged,
         "the tool ran 2 times",
+    ),
+    "the host releases a claim after the tool acted": (
+        MemoryStore,
+        ReleasesAfterAnEffect,
+        unchanged,
+        "an execution whose tool ran was released",
     ),
     "the host reports its own landed claim as another worker's": (
         MemoryStore,
@@ -244,6 +251,24 @@ def test_regression_releasing_a_delivery_of_unknown_outcome() -> None:
     play(state, step(0), step(0), step(0))  # a new call: creates, reads, claims delivery
     with pytest.raises(AssertionError, match="the payload arrived 2 times"):
         play(state, step(0))
+
+
+def test_regression_releasing_after_an_effect() -> None:
+    state = protocol_machine(MemoryStore, protocol=ReleasesAfterAnEffect)()
+    play(state, step(0), step(0))  # w0 creates and claims
+    with pytest.raises(AssertionError, match="an execution whose tool ran was released"):
+        play(state, step(0, tool=ToolAnswer.RAISES), step(0))  # it acted, raised, released
+
+
+def test_a_tool_that_did_not_run_is_released_and_runs_on_the_next_call() -> None:
+    state = protocol_machine(MemoryStore)()
+    play(state, step(0), step(0), step(0, tool=ToolAnswer.NOT_RUN), step(0))  # released
+    truth = state.truths[0]
+    assert truth.executions == []
+    assert not truth.claimed
+    play(state, *(step(0) for _ in range(7)))  # a new call: create, read, claim, run, ...
+    assert len(truth.executions) == 1
+    state.check_protocol()
 
 
 def test_regression_reporting_an_own_claim_as_lost() -> None:

@@ -27,6 +27,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
+    release_execution,
 )
 from tool_execution_checkpoint.operations import (
     NoRecord,
@@ -194,6 +195,10 @@ def place_stuck(store: CheckpointStore, status: Status) -> None:
     path: dict[Status, list[Callable[[Any], Any]]] = {
         Status.READY: [],
         Status.EXECUTING: claim,
+        Status.RELEASED: [
+            *claim,
+            lambda r: release_execution(r, attempt_id="dead-attempt", at=OLD),
+        ],
         Status.UNCERTAIN: [
             *claim,
             lambda r: mark_execution_uncertain(r, attempt_id="dead-attempt", at=OLD, reason="t"),

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -58,6 +58,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     mark_execution_uncertain,
     release_delivery,
+    release_execution,
 )
 from tool_execution_checkpoint.postgres import (
     LAYOUT_MARKER,
@@ -175,6 +176,7 @@ class TestPostgresStoreOnACallersPool(OperableStoreConformance):
 
     @pytest.fixture(autouse=True)
     def _server(self, postgres_url: str) -> Iterator[None]:  # noqa: F811
+        self.url = postgres_url
         self.pool = ConnectionPool(
             postgres_url, min_size=1, max_size=8, kwargs={"autocommit": True}, open=True
         )
@@ -189,6 +191,10 @@ class TestPostgresStoreOnACallersPool(OperableStoreConformance):
         store = PostgresStore(self.pool, table=fresh_table())
         self.made.append(store)
         return store
+
+    def write_raw(self, store: PostgresStore, key: str, raw: bytes) -> None:
+        """As the first suite's hook, in this store's table."""
+        TestPostgresStore.write_raw(cast(Any, self), store, key, raw)
 
 
 class TestAsyncPostgresStore(OperableStoreConformance):
@@ -210,6 +216,10 @@ class TestAsyncPostgresStore(OperableStoreConformance):
         adapter = ClosingAdapter(AsyncPostgresStore(self.url, table=fresh_table(), max_size=8))
         self.made.append(adapter)
         return adapter
+
+    def write_raw(self, store: AsyncPostgresStore, key: str, raw: bytes) -> None:
+        """As the first suite's hook, in the async store's table."""
+        TestPostgresStore.write_raw(cast(Any, self), cast(Any, store), key, raw)
 
 
 def test_the_stores_satisfy_the_protocols(postgres_url: str) -> None:  # noqa: F811
@@ -323,6 +333,7 @@ def _transitions_to(status: Status, stamp: str, payload: JSONValue) -> list[Call
     return {
         Status.READY: [],
         Status.EXECUTING: claim,
+        Status.RELEASED: [*claim, lambda r: release_execution(r, attempt_id=attempt, at=stamp)],
         Status.UNCERTAIN: [
             *claim,
             lambda r: mark_execution_uncertain(r, attempt_id=attempt, at=stamp, reason="t"),

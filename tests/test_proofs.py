@@ -17,6 +17,7 @@ import pytest
 
 from broken_hosts import (
     ActsOnLostClaims,
+    ReleasesAfterAnEffect,
     ReleasesUnknownDeliveries,
     ReportsOwnClaimAsLost,
     RerunsOnReconcile,
@@ -60,6 +61,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        result=stored,",
         "        result=None,",
     ),
+    "a foreign id releases a claim": (
+        TRANSITIONS,
+        '    rule = _guard("release_execution", checkpoint, attempt)',
+        '    rule = _guard("release_execution", checkpoint, checkpoint.execution.attempt_id)',
+    ),
     "a changed binding is a cache hit": (
         TRANSITIONS,
         "    if checkpoint.binding is not binding and checkpoint.binding != binding:",
@@ -69,6 +75,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
 
 EXPLORER_CATCHES = {
     "a foreign id finishes a claim": "let a foreign id finish the claim",
+    "a foreign id releases a claim": "let a foreign id finish the claim",
     "decide says execute for a claimed record": "decide says execute",
     "an uncertain execution goes back to ready": "",
     "a transition skips a revision": "revision by more than one",
@@ -77,9 +84,12 @@ EXPLORER_CATCHES = {
 
 CROSSHAIR_CATCHES = {
     "a foreign id finishes a claim": "properties.foreign_ids_never_finish_a_claim",
-    "decide says execute for a claimed record": "properties.decide_answers_execute_only_for_ready",
+    "a foreign id releases a claim": "properties.no_claim_is_rearmed_but_by_its_owners_release",
+    "decide says execute for a claimed record": (
+        "properties.decide_answers_execute_only_for_ready_or_released"
+    ),
     "an uncertain execution goes back to ready": (
-        "properties.no_transition_from_a_claim_lands_in_ready"
+        "properties.no_claim_is_rearmed_but_by_its_owners_release"
     ),
     "a transition skips a revision": "properties.next_validates_one_revision_on",
     "a completed record without its result": "properties.next_validates_one_revision_on",
@@ -133,6 +143,10 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
 BROKEN_HOSTS = {
     "acting on a lost claim": (ActsOnLostClaims, "the tool ran 2 times"),
     "rerunning on reconcile": (RerunsOnReconcile, "the tool ran 2 times"),
+    "releasing a claim after the tool acted": (
+        ReleasesAfterAnEffect,
+        "an execution whose tool ran was released",
+    ),
     "releasing a delivery of unknown outcome": (
         ReleasesUnknownDeliveries,
         "the payload arrived 2 times",

@@ -41,10 +41,11 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
+    release_execution,
     validate_checkpoint,
 )
 from tool_execution_checkpoint.records import mask_of_parts, present_mask
-from tool_execution_checkpoint.table import NULLABLE_PARTS, spec_file
+from tool_execution_checkpoint.table import EXECUTABLE, NULLABLE_PARTS, spec_file
 
 LIMITS = TABLE.limits
 DEFAULT = LIMITS.default_max_payload_bytes
@@ -82,6 +83,8 @@ def record_in(status: Status, payload: JSONValue = None, limit: int = DEFAULT) -
     record = claim_execution(record, attempt_id=ATTEMPT, at=T1, max_payload_bytes=limit).next
     if status is Status.EXECUTING:
         return record
+    if status is Status.RELEASED:
+        return release_execution(record, attempt_id=ATTEMPT, at=T1, max_payload_bytes=limit).next
     if status is Status.UNCERTAIN:
         return mark_execution_uncertain(
             record, attempt_id=ATTEMPT, at=T1, reason="timed out", max_payload_bytes=limit
@@ -763,7 +766,7 @@ def check_garbage(raw: object, binding: Binding) -> None:
             assert decision.action is TABLE.statuses[parsed.status].action
         else:
             refused(ErrorCode.BINDING_CONFLICT, lambda: decide_checkpoint(raw, binding))  # type: ignore[arg-type]
-        if parsed.status is Status.READY and parsed.revision < LIMITS.max_revision:
+        if parsed.status in EXECUTABLE and parsed.revision < LIMITS.max_revision:
             claimed = claim_execution(raw, attempt_id="garbage", at=T0)  # type: ignore[arg-type]
             assert claimed.next.status is Status.EXECUTING
             assert claimed.expected_revision == parsed.revision

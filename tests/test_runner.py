@@ -28,14 +28,18 @@ from tool_execution_checkpoint import (
     claim_execution,
     complete_execution,
     create_checkpoint,
+    mark_execution_uncertain,
     release_delivery,
 )
 from tool_execution_checkpoint.runner import (
     DeliveryNotSent,
     HostProtocol,
+    Raised,
     Returned,
     RunOutcome,
     RunStatus,
+    StoreFault,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
     run_once,
     run_once_async,
@@ -937,3 +941,95 @@ def test_both_drivers_answer_a_failing_read_alike() -> None:
         asynchronous.ran_tool,
     )
     assert sync.status is RunStatus.STORE_UNAVAILABLE
+
+
+# --- a tool that stopped before any effect -------------------------------------------------
+
+
+class Approval(Exception):
+    """A framework's request for approval, raised before the tool acts."""
+
+
+def test_a_tool_that_did_not_run_releases_its_claim_and_the_next_call_runs_it() -> None:
+    store, inbox = MemoryStore(), Inbox()
+    with pytest.raises(ToolDidNotRun):
+        run_once(store, BINDING, Tool(error=ToolDidNotRun()), inbox)
+    stored = store.get(checkpoint_key(BINDING))
+    assert stored is not None
+    assert stored["status"] == "released"
+    assert stored["execution"] is None
+    tool = Tool()
+    outcome = run_once(store, BINDING, tool, inbox)
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert tool.runs == 1
+    assert inbox.received == [tool.result]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_declared_not_run_exception_is_re_raised_after_the_release(driver: str) -> None:
+    store = MemoryStore()
+    with pytest.raises(Approval):
+        call_driver(driver, store, {"tool": Tool(error=Approval()), "not_run": (Approval,)})
+    assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "released"
+
+
+def test_not_run_is_checked_before_pass_through() -> None:
+    store = MemoryStore()
+    with pytest.raises(Approval):
+        run_once(
+            store,
+            BINDING,
+            Tool(error=Approval()),
+            Inbox(),
+            not_run=(Approval,),
+            pass_through=(Approval,),
+        )
+    assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "released"
+
+
+def test_the_machine_reports_a_release_with_its_reason() -> None:
+    protocol = HostProtocol(BINDING)
+    request: Any
+    request, state = protocol.start("a" * 32)
+    answers = iter([True, True, Raised(ToolDidNotRun()), True])
+    while not isinstance(request, RunOutcome):
+        request, state = protocol.step(state, next(answers))
+    assert (request.status, request.reason, request.ran_tool) == (
+        RunStatus.RELEASED,
+        "not run: ToolDidNotRun",
+        True,
+    )
+    assert request.record is not None
+    assert request.record.status is Status.RELEASED
+    assert state.reraise
+
+
+def test_a_release_that_cannot_be_recorded_needs_reconciliation() -> None:
+    store = SwapsFailFrom(Status.EXECUTING, Status.RELEASED)
+    with pytest.raises(ToolDidNotRun):
+        run_once(store, BINDING, Tool(error=ToolDidNotRun()), Inbox())
+    store.failing = False
+    assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "executing"
+    outcome = HostProtocol(BINDING)
+    request: Any
+    request, state = outcome.start("b" * 32)
+    answers = iter(
+        [True, True, Raised(ToolDidNotRun()), StoreFault(), StoreFault()] + [StoreFault()] * 6
+    )
+    while not isinstance(request, RunOutcome):
+        request, state = outcome.step(state, next(answers))
+    assert request.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert request.reason == "the tool did not run, but its release could not be recorded"
+
+
+def test_a_release_an_operator_overtook_reports_the_operators_record() -> None:
+    def uncertain(current: Checkpoint) -> Any:
+        assert current.execution is not None
+        return mark_execution_uncertain(
+            current, attempt_id=current.execution.attempt_id, at=AT, reason="operator"
+        )
+
+    store = OperatorFirst(Status.RELEASED, uncertain)
+    with pytest.raises(ToolDidNotRun):
+        run_once(store, BINDING, Tool(error=ToolDidNotRun()), Inbox())
+    assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "uncertain"

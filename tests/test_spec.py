@@ -167,11 +167,11 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
     ),
     "decide says execute for completed": (
         _set("statuses.completed.action", "execute"),
-        "decide must answer execute for ready and for no other status",
+        "decide must answer execute for ready and released and for no other status",
     ),
     "decide says deliver for ready": (
         _set("statuses.ready.action", "deliver"),
-        "decide must answer execute for ready and for no other status",
+        "decide must answer execute for ready and released and for no other status",
     ),
     "completing without the attempt fence": (
         _set("transitions.complete_execution.fence", "none"),
@@ -193,13 +193,29 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
         _set("transitions.prune_result.grants", "deliver"),
         "prune_result: a terminal status may only step to itself, granting none",
     ),
+    "decide says reconcile for released": (
+        _set("statuses.released.action", "reconcile-execution"),
+        "decide must answer execute for ready and released and for no other status",
+    ),
+    "an uncertain execution is released": (
+        _set("transitions.release_execution.from", ["executing", "uncertain"]),
+        "release_execution: only executing may be released",
+    ),
+    "a completed execution is released": (
+        _set("transitions.release_execution.from", ["completed"]),
+        "release_execution: only executing may be released",
+    ),
+    "releasing without the attempt fence": (
+        _set("transitions.release_execution.fence", "none"),
+        "release_execution: leaving executing must be fenced by attemptId",
+    ),
     "claim_delivery grants execute": (
         _set("transitions.claim_delivery.grants", "execute"),
-        "claim_delivery: only ready -> executing may grant execute",
+        "claim_delivery: only ready or released -> executing may grant execute",
     ),
     "claim_execution also leaves from completed": (
         _set("transitions.claim_execution.from", ["ready", "completed"]),
-        "claim_execution: only ready -> executing may grant execute",
+        "claim_execution: only ready or released -> executing may grant execute",
     ),
     "records start executing": (
         _set("protocol.initial_status", "executing"),

@@ -121,6 +121,11 @@ class TestAsyncStoreThroughTheAdapter(StoreConformance):
     def make_store(self) -> AsyncMemoryStore:
         return AsyncMemoryStore()
 
+    def write_raw(self, store: AsyncMemoryStore, key: str, raw: bytes) -> None:
+        """Into the memory store the async one runs over (text; bad UTF-8 as surrogates)."""
+        store.inner._texts[key] = raw.decode("utf-8", "surrogateescape")
+        store.inner._revisions[key] = 1
+
 
 def test_the_adapter_runs_an_async_factory_and_closes_the_store() -> None:
     async def factory() -> AsyncMemoryStore:

@@ -30,6 +30,7 @@ from .runner import (
     HostProtocol,
     RunOutcome,
     RunStatus,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
     default_error_payload,
     run_once,
@@ -69,6 +70,7 @@ from .transitions import (
     mark_execution_uncertain,
     prune_result,
     release_delivery,
+    release_execution,
     validate_checkpoint,
 )
 from .validation import JSONValue
@@ -112,6 +114,7 @@ __all__ = [
     "Status",
     "StoreError",
     "StoredRecord",
+    "ToolDidNotRun",
     "ToolGuard",
     "ToolOutcomeUnknown",
     "ToolRaisedEarlier",
@@ -132,6 +135,7 @@ __all__ = [
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",
+    "release_execution",
     "result_codec",
     "run_once",
     "run_once_async",

@@ -20,6 +20,9 @@ What a call returns or raises:
   be running, or its worker died), :class:`CallNeedsReconciliation` (the outcome is
   unknown: an operator settles it), :class:`CallResultPruned`, or
   :class:`CallStoreUnavailable`. Each carries the :class:`~.runner.RunOutcome`.
+- The tool stopped before any effect (it raised one of ``not_run``, by default
+  :class:`~.runner.ToolDidNotRun`): the exception, after the claim was released; the
+  next call of the call id runs the tool.
 - A stored record of another binding (the same call id with other arguments, tool or
   revision): :class:`~.errors.CheckpointError` BINDING_CONFLICT, never a cache hit.
 
@@ -44,6 +47,7 @@ from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
 from .records import Binding
 from .runner import (
+    DEFAULT_NOT_RUN,
     DEFAULT_NOT_SENT,
     RunOutcome,
     RunStatus,
@@ -318,6 +322,10 @@ class ToolGuard:
         codec: How the result is stored and rebuilt.
         pass_through: The tool's exceptions that are the framework's control flow: the
             execution is marked uncertain and the exception re-raised.
+        not_run: The tool's exceptions that mean it stopped before any effect (a
+            framework's interrupt or approval request raised before the tool acts;
+            default :class:`~.runner.ToolDidNotRun`): the claim is released and the
+            exception re-raised, so the next call of the same call id runs the tool.
         wait_seconds: How long a call that finds another attempt executing waits for it.
         poll_seconds: How often it reads while it waits.
         max_payload_bytes: The payload limit of each record.
@@ -329,6 +337,7 @@ class ToolGuard:
     revision: str = "1"
     codec: ResultCodec[Any] = dataclasses.field(default_factory=_JSONCodec)
     pass_through: tuple[type[BaseException], ...] = ()
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
     wait_seconds: float = 0.0
     poll_seconds: float = 0.1
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
@@ -379,6 +388,7 @@ class ToolGuard:
             "on_tool_error": _error_envelope,
             "not_sent": DEFAULT_NOT_SENT,
             "pass_through": self.pass_through,
+            "not_run": self.not_run,
             "wait_seconds": self.wait_seconds,
             "poll_seconds": self.poll_seconds,
             "max_payload_bytes": self.max_payload_bytes,
@@ -473,6 +483,7 @@ def checkpointed(
     exclude: Collection[str] = (),
     codec: ResultCodec[Any] | None = None,
     pass_through: tuple[type[BaseException], ...] = (),
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -502,6 +513,7 @@ def checkpointed(
         codec: How the result is stored and rebuilt (default: :func:`result_codec` of the
             return annotation).
         pass_through: See :class:`ToolGuard`.
+        not_run: See :class:`ToolGuard`.
         wait_seconds: See :class:`ToolGuard`.
         poll_seconds: See :class:`ToolGuard`.
         max_payload_bytes: See :class:`ToolGuard`.
@@ -535,6 +547,7 @@ def checkpointed(
             revision=revision,
             codec=codec or result_codec(_return_annotation(tool)),
             pass_through=pass_through,
+            not_run=not_run,
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
             max_payload_bytes=max_payload_bytes,

@@ -76,7 +76,8 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "2. loads the stored record and calls `decide_checkpoint(record, binding)`;",
         "3. follows the action: for `execute`, calls `claim_execution`, CASes the next"
         " record from the expected revision, and runs the tool only if that CAS won;",
-        "4. stores the exact result with `complete_execution` and a CAS;",
+        "4. stores the exact result with `complete_execution` and a CAS (or, when the tool"
+        " stopped before it had any effect, gives the claim up with `release_execution`);",
         "5. claims the delivery with `claim_delivery` and a CAS, sends the stored payload"
         " only if that CAS won, then records the outcome with `complete_delivery` (sent) or"
         " `release_delivery` (known not sent).\n",

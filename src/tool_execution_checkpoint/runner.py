@@ -23,6 +23,9 @@ The rules it follows:
   raises one of the host's ``pass_through`` types marks the execution uncertain; the
   cancellation and the pass-through exception are re-raised after the mark. Any other
   exception is a handler error: ``on_tool_error(error)`` is stored and delivered.
+- A tool that raises one of the host's ``not_run`` types (by default
+  :class:`ToolDidNotRun`) stopped before any effect: the claim is released, the
+  exception re-raised, and the next call runs the tool.
 - A delivery is released for a later resend only when the send is known not to have
   happened: ``deliver`` raised one of ``not_sent`` (by default :class:`DeliveryNotSent`
   and ``ConnectionRefusedError``). Any other exception leaves the record delivering and
@@ -56,10 +59,12 @@ from .transitions import (
     decide_checkpoint,
     mark_execution_uncertain,
     release_delivery,
+    release_execution,
 )
 from .validation import JSONValue
 
 __all__ = [
+    "DEFAULT_NOT_RUN",
     "DEFAULT_NOT_SENT",
     "HANDLERS",
     "CallState",
@@ -78,6 +83,7 @@ __all__ = [
     "Sleep",
     "StoreFault",
     "Swap",
+    "ToolDidNotRun",
     "ToolOutcomeUnknown",
     "claim_id",
     "default_error_payload",
@@ -107,6 +113,9 @@ class RunStatus(enum.StrEnum):
     DELIVERY_FAILED = "delivery-failed"
     """The send is known not to have happened and the claim was released: a later call
     delivers the same stored payload without running the tool."""
+    RELEASED = "released"
+    """The tool stopped before any effect (it raised one of ``not_run``) and this call
+    gave its claim up: the next call runs the tool. The exception was re-raised."""
     NEEDS_EXECUTION_RECONCILIATION = "needs-execution-reconciliation"
     """The record is executing or uncertain: another worker may still be running the
     tool, or it died, or this call could not tell or store what the tool did. Only once
@@ -172,6 +181,13 @@ class ToolOutcomeUnknown(Exception):
         self.reason = reason
 
 
+class ToolDidNotRun(Exception):
+    """Raised by a tool that stopped before it had any effect (it asks for approval, say,
+    before it acts). The claim is released and the exception re-raised; the next call of
+    the same binding runs the tool. Never raise it after the tool may have acted: raise
+    :class:`ToolOutcomeUnknown` then."""
+
+
 class DeliveryNotSent(Exception):
     """Raised by ``deliver`` when the send is known not to have happened (the request
     was refused before it left). The delivery claim is released for a later resend."""
@@ -179,6 +195,10 @@ class DeliveryNotSent(Exception):
 
 DEFAULT_NOT_SENT: tuple[type[BaseException], ...] = (DeliveryNotSent, ConnectionRefusedError)
 """The exceptions from ``deliver`` that mean "not sent" unless the host passes others."""
+
+DEFAULT_NOT_RUN: tuple[type[BaseException], ...] = (ToolDidNotRun,)
+"""The exceptions from the tool that mean "stopped before any effect" unless the host
+passes others."""
 
 
 def default_error_payload(error: Exception) -> JSONValue:
@@ -273,6 +293,7 @@ class Phase(enum.Enum):
     RUN = "run the tool"
     STORE = "swap the result"
     MARK = "swap the execution uncertain"
+    GIVE_UP = "swap the execution released"
     CLAIM_DELIVERY = "swap the delivery claim"
     SEND = "send the stored payload"
     FINISH = "swap the delivery done"
@@ -354,6 +375,8 @@ class HostProtocol:
         not_sent: Exceptions from ``deliver`` that mean the send did not happen.
         pass_through: Exceptions from the tool that are the framework's control flow,
             not a result: the execution is marked uncertain and they are re-raised.
+        not_run: Exceptions from the tool that mean it stopped before any effect: the
+            claim is released and they are re-raised (checked before ``pass_through``).
         clock: Now, as an RFC 3339 string.
         max_payload_bytes: The payload limit used for every record.
         polls: How many times a call that finds the record executing under another
@@ -369,6 +392,7 @@ class HostProtocol:
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
     polls: int = 0
     poll_seconds: float = 0.0
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
 
     def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``."""
@@ -533,6 +557,8 @@ class HostProtocol:
         name = type(error).__name__
         if isinstance(error, ToolOutcomeUnknown):
             return self.mark(state, error.reason, reraise=False)
+        if isinstance(error, self.not_run):
+            return self.give_up(state, f"not run: {name}")
         if isinstance(error, self.pass_through):
             return self.mark(state, f"passed through: {name}", reraise=True)
         if not isinstance(error, Exception):
@@ -569,6 +595,35 @@ class HostProtocol:
             reason = "the tool said its outcome is unknown (its reason could not be stored)"
             doubt = mark_execution_uncertain(record, attempt_id=attempt, at=at, reason=reason)
         return self.write(replace(state, reason=reason, reraise=reraise), Phase.MARK, doubt)
+
+    def give_up(self, state: CallState, reason: str) -> Step:
+        """The tool stopped before any effect: release the claim, then re-raise."""
+        record = state.record
+        assert record is not None
+        assert record.execution is not None
+        release = release_execution(record, attempt_id=record.execution.attempt_id, at=self.clock())
+        return self.write(replace(state, reason=reason, reraise=True), Phase.GIVE_UP, release)
+
+    def gave_up(self, state: CallState) -> Step:
+        assert state.pending is not None
+        state = replace(state, record=state.pending.next, pending=None)
+        return self.finish(state, RunStatus.RELEASED, state.reason)
+
+    def give_up_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        if stored is not None:
+            state = replace(state, record=stored)
+        return self.finish(
+            replace(state, pending=None),
+            RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+            "the record moved under this call's release",
+        )
+
+    def give_up_unsettled(self, state: CallState) -> Step:
+        return self.finish(
+            state,
+            RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+            "the tool did not run, but its release could not be recorded",
+        )
 
     def stored(self, state: CallState) -> Step:
         assert state.pending is not None
@@ -668,7 +723,7 @@ class HostProtocol:
 
     def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
         outcome = RunOutcome(status, state.ran, state.record, reason)
-        return outcome, replace(state, phase=Phase.DONE, reason=reason)
+        return outcome, replace(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
@@ -692,6 +747,7 @@ HANDLERS: Mapping[Phase, str] = {
     Phase.RUN: "after_run",
     Phase.STORE: "after_write",
     Phase.MARK: "after_write",
+    Phase.GIVE_UP: "after_write",
     Phase.CLAIM_DELIVERY: "after_write",
     Phase.SEND: "after_send",
     Phase.FINISH: "after_write",
@@ -706,6 +762,7 @@ LANDED: Mapping[Phase, str] = {
     Phase.CLAIM: "claim_landed",
     Phase.STORE: "stored",
     Phase.MARK: "marked",
+    Phase.GIVE_UP: "gave_up",
     Phase.CLAIM_DELIVERY: "delivery_claimed",
     Phase.FINISH: "delivered",
     Phase.RELEASE: "released",
@@ -716,6 +773,7 @@ NOT_LANDED: Mapping[Phase, str] = {
     Phase.CLAIM: "claim_not_landed",
     Phase.STORE: "store_not_landed",
     Phase.MARK: "mark_not_landed",
+    Phase.GIVE_UP: "give_up_not_landed",
     Phase.CLAIM_DELIVERY: "delivery_not_landed",
     Phase.FINISH: "finish_not_landed",
     Phase.RELEASE: "finish_not_landed",
@@ -727,13 +785,14 @@ UNSETTLED: Mapping[Phase, str] = {
     Phase.CLAIM: "claim_unsettled",
     Phase.STORE: "store_unsettled",
     Phase.MARK: "mark_unsettled",
+    Phase.GIVE_UP: "give_up_unsettled",
     Phase.CLAIM_DELIVERY: "claim_unsettled",
     Phase.FINISH: "finish_unsettled",
     Phase.RELEASE: "finish_unsettled",
 }
 """What a write's phase does when its outcome stays unknown after every read-back."""
 
-RESENDABLE = frozenset({Phase.STORE, Phase.MARK, Phase.FINISH, Phase.RELEASE})
+RESENDABLE = frozenset({Phase.STORE, Phase.MARK, Phase.GIVE_UP, Phase.FINISH, Phase.RELEASE})
 """Writes over a claim this call holds: read back unchanged, they are sent again (a
 claim read back unchanged was lost to nobody, but is decided afresh instead)."""
 
@@ -747,6 +806,7 @@ def _protocol(
     on_tool_error: Callable[[Exception], JSONValue],
     not_sent: tuple[type[BaseException], ...],
     pass_through: tuple[type[BaseException], ...],
+    not_run: tuple[type[BaseException], ...],
     clock: Callable[[], str],
     max_payload_bytes: int,
     wait_seconds: float,
@@ -773,6 +833,7 @@ def _protocol(
         max_payload_bytes,
         polls,
         float(poll_seconds),
+        tuple(not_run),
     )
 
 
@@ -865,6 +926,7 @@ def run_once(
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
     not_sent: tuple[type[BaseException], ...] = DEFAULT_NOT_SENT,
     pass_through: tuple[type[BaseException], ...] = (),
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     clock: Callable[[], str] = _now,
@@ -893,6 +955,10 @@ def run_once(
         pass_through: The tool's exceptions that are the framework's control flow: the
             execution is marked uncertain with reason ``passed through: <type>`` and the
             exception is re-raised.
+        not_run: The tool's exceptions that mean it stopped before any effect (default
+            :class:`ToolDidNotRun`): the claim is released (``released``, reason ``not run:
+            <type>``) and the exception re-raised; the next call runs the tool. Declare
+            only exceptions raised before the tool may have acted.
         wait_seconds: How long a call that finds another attempt executing waits for it
             to finish, reading every ``poll_seconds`` (default 0: answer at once).
         poll_seconds: See ``wait_seconds``.
@@ -908,7 +974,8 @@ def run_once(
             without the store methods, a tool or deliver that is not callable, or a bad
             option; any error of the stored record's validation.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
-            after the execution was marked uncertain, and a cancellation of ``deliver``.
+            after the execution was marked uncertain; a ``not_run`` exception, after the
+            claim was released; a cancellation of ``deliver``.
     """
     _check_parts(store, tool, deliver)
     _refuse_async(store, tool, deliver)
@@ -918,6 +985,7 @@ def run_once(
             on_tool_error=on_tool_error,
             not_sent=not_sent,
             pass_through=pass_through,
+            not_run=not_run,
             clock=clock,
             max_payload_bytes=max_payload_bytes,
             wait_seconds=wait_seconds,
@@ -986,6 +1054,7 @@ async def run_once_async(
     on_tool_error: Callable[[Exception], JSONValue] = default_error_payload,
     not_sent: tuple[type[BaseException], ...] = DEFAULT_NOT_SENT,
     pass_through: tuple[type[BaseException], ...] = (),
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     clock: Callable[[], str] = _now,
@@ -1005,6 +1074,7 @@ async def run_once_async(
             on_tool_error=on_tool_error,
             not_sent=not_sent,
             pass_through=pass_through,
+            not_run=not_run,
             clock=clock,
             max_payload_bytes=max_payload_bytes,
             wait_seconds=wait_seconds,

@@ -51,6 +51,7 @@ class Status(enum.StrEnum):
     """The status of a checkpoint record."""
 
     READY = "ready"
+    RELEASED = "released"
     EXECUTING = "executing"
     UNCERTAIN = "uncertain"
     COMPLETED = "completed"
@@ -317,13 +318,20 @@ _FENCED_PARTS = {Fence.ATTEMPT_ID: "execution", Fence.DELIVERY_ID: "delivery"}
 require it, so the owner it compares is always there."""
 
 
+EXECUTABLE = frozenset({Status.READY, Status.RELEASED})
+"""The statuses decide answers execute for: never claimed, or released by the claim's
+owner before the tool had any effect."""
+
+
 def _check_safety(table: TransitionTable) -> None:
     """Refuse a table that breaks a rule every version of the protocol must keep."""
     if table.initial_status is not Status.READY or table.initial_revision < 1:
         raise SpecError("records must start in ready at a revision of at least 1")
     for status_rule in table.statuses.values():
-        if (status_rule.action is Action.EXECUTE) != (status_rule.status is Status.READY):
-            raise SpecError("decide must answer execute for ready and for no other status")
+        if (status_rule.action is Action.EXECUTE) != (status_rule.status in EXECUTABLE):
+            raise SpecError(
+                "decide must answer execute for ready and released and for no other status"
+            )
         if status_rule.terminal != (status_rule.action is Action.NONE):
             raise SpecError(f"status {status_rule.status} is terminal iff its action is none")
     claimed = {Status.EXECUTING: Fence.ATTEMPT_ID, Status.UNCERTAIN: Fence.ATTEMPT_ID}
@@ -331,6 +339,8 @@ def _check_safety(table: TransitionTable) -> None:
     for rule in table.transitions.values():
         if rule.target is Status.READY:
             raise SpecError(f"{rule.name}: no transition may land in ready")
+        if rule.target is Status.RELEASED and rule.sources != (Status.EXECUTING,):
+            raise SpecError(f"{rule.name}: only executing may be released")
         for source in rule.sources:
             if table.statuses[source].terminal and (
                 rule.target is not source or rule.grants is not Action.NONE
@@ -347,11 +357,10 @@ def _check_safety(table: TransitionTable) -> None:
                 raise SpecError(
                     f"{rule.name}: its {rule.fence} fence needs {fenced_part} in {source}"
                 )
-        if rule.grants is Action.EXECUTE and (rule.sources, rule.target) != (
-            (Status.READY,),
-            Status.EXECUTING,
+        if rule.grants is Action.EXECUTE and (
+            not EXECUTABLE.issuperset(rule.sources) or rule.target is not Status.EXECUTING
         ):
-            raise SpecError(f"{rule.name}: only ready -> executing may grant execute")
+            raise SpecError(f"{rule.name}: only ready or released -> executing may grant execute")
 
 
 def load_table(text: str) -> TransitionTable:

@@ -41,7 +41,7 @@ from .records import (
     mask_of_parts,
     present_mask,
 )
-from .table import TABLE, Action, Fence, Status, TransitionRule
+from .table import EXECUTABLE, TABLE, Action, Fence, Status, TransitionRule
 from .validation import (
     check_identifier,
     check_max_payload_bytes,
@@ -63,6 +63,7 @@ __all__ = [
     "mark_execution_uncertain",
     "prune_result",
     "release_delivery",
+    "release_execution",
     "validate_checkpoint",
 ]
 
@@ -159,6 +160,10 @@ def _leaves_claim_for_ready(before: Checkpoint, after: Checkpoint) -> bool:
     return before.status in _CLAIMED and after.status is Status.READY
 
 
+def _releases_other_than_executing(before: Checkpoint, after: Checkpoint) -> bool:
+    return after.status is Status.RELEASED and before.status is not Status.EXECUTING
+
+
 def _payload_kept(before: Checkpoint, after: Checkpoint) -> bool:
     """A stored result stays as it is, except that a delivered one may be pruned: its
     payload dropped, its completion time kept."""
@@ -198,6 +203,8 @@ def _broken_promise(
         return "expected_revision is the input's revision and next is one past it"
     if _leaves_claim_for_ready(before, following):
         return "no transition leaves executing or uncertain for ready"
+    if _releases_other_than_executing(before, following):
+        return "only an executing record is released"
     if (following.binding is not before.binding and following.binding != before.binding) or (
         following.created_at != before.created_at
     ):
@@ -366,8 +373,8 @@ def create_checkpoint(binding: Binding, *, created_at: Timestamp) -> Checkpoint:
 
 def _wrong_decision(decision: Decision) -> str | None:
     """The first promise of decide that ``decision`` breaks, or None."""
-    if decision.action is Action.EXECUTE and decision.status is not Status.READY:
-        return "decide answers execute for ready only"
+    if decision.action is Action.EXECUTE and decision.status not in EXECUTABLE:
+        return "decide answers execute for ready and released only"
     if decision.action is not TABLE.statuses[decision.status].action:
         return "decide answers the status's action from the table"
     return None
@@ -427,11 +434,13 @@ def claim_execution(
     at: Timestamp,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> Transition:
-    """ready -> executing, owned by ``attempt_id``. A won swap grants ``execute``: run the
-    tool once. A lost swap means another worker claimed it: reload and decide.
+    """ready or released -> executing, owned by ``attempt_id``. A won swap grants
+    ``execute``: run the tool once. A lost swap means another worker claimed it: reload
+    and decide.
 
     Raises:
-        CheckpointError: INVALID_TRANSITION from any status but ready; INVALID_ARGUMENT
+        CheckpointError: INVALID_TRANSITION from any status but ready and released;
+            INVALID_ARGUMENT
             for a bad ``attempt_id`` or ``at``; every error of :func:`validate_checkpoint`.
     """
     checkpoint = _load(record, max_payload_bytes)
@@ -533,6 +542,37 @@ def mark_execution_uncertain(
         checkpoint,
         when,
         execution=execution,
+        result=checkpoint.result,
+        delivery=checkpoint.delivery,
+    )
+
+
+@_transition_contracts("release_execution")
+def release_execution(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    at: Timestamp,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """executing -> released: the owning attempt knows the tool had no effect (it stopped
+    before acting); the next claim runs it. Never for a tool that may have acted: mark
+    that one uncertain.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from other statuses; FENCE_CONFLICT for a
+            foreign ``attempt_id``; INVALID_ARGUMENT for a bad ``attempt_id`` or ``at``;
+            every error of :func:`validate_checkpoint`.
+    """
+    checkpoint = _load(record, max_payload_bytes)
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("release_execution", checkpoint, attempt)
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=None,
         result=checkpoint.result,
         delivery=checkpoint.delivery,
     )

@@ -56,9 +56,10 @@ tool did before it stopped. LangGraph then saves the interrupt and ``invoke`` re
 finds the uncertain record and raises ``CallNeedsReconciliation`` instead of running the
 tool a second time, so the run fails until an operator settles the record
 (``tool-checkpoint reconcile``: ``--complete`` with the ``{"returned": ...}`` the node should
-deliver, as this module stores it). A tool that asks a human before its effect therefore
-belongs outside the guard: interrupt in a node before the ``ToolNode`` (or with
-``interrupt_before=["tools"]``), or leave that tool out with ``tools=``.
+deliver, as this module stores it). A tool that asks a human before any effect is named in
+``interrupt_first=("send_email",)``: its ``GraphInterrupt`` then releases the claim (the
+record becomes ``released``), and the resume runs the tool, once. Name only tools whose
+every ``interrupt()`` comes before they act: LangGraph reruns the tool from its top.
 
 **Errors.** A tool's exception that ``ToolNode`` turns into an error ``ToolMessage``
 (``handle_tool_errors``) is a result like any other and is stored. One it lets propagate
@@ -81,12 +82,13 @@ from typing import Any, TypedDict, cast
 
 from langchain_core.load import dumpd, load
 from langchain_core.messages import ToolMessage
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest, ToolCallWrapper
 from langgraph.types import Command, Send
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import ToolGuard
+from ..runner import DEFAULT_NOT_RUN
 from ..store import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
@@ -297,6 +299,8 @@ class ToolCallCheckpoint:
         tools: The names of the tools to guard; None guards every tool. The others run
             as they would without the interceptor.
         call_id: The call id of a request (default :func:`thread_call_id`).
+        interrupt_first: The names of the tools that call ``interrupt()`` before any
+            effect: their ``GraphInterrupt`` releases the claim, so the resume runs them.
         wait_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         poll_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
@@ -307,6 +311,7 @@ class ToolCallCheckpoint:
     revision: str | Mapping[str, str] = "1"
     tools: Collection[str] | None = None
     call_id: Callable[[ToolCallRequest], str] = thread_call_id
+    interrupt_first: Collection[str] = ()
     wait_seconds: float = 0.0
     poll_seconds: float = 0.1
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
@@ -320,6 +325,9 @@ class ToolCallCheckpoint:
             revision=revision,
             codec=_ToolResultCodec(),
             pass_through=(GraphBubbleUp,),
+            not_run=(*DEFAULT_NOT_RUN, GraphInterrupt)
+            if name in self.interrupt_first
+            else DEFAULT_NOT_RUN,
             wait_seconds=self.wait_seconds,
             poll_seconds=self.poll_seconds,
             max_payload_bytes=self.max_payload_bytes,
@@ -364,6 +372,7 @@ def checkpoint_tool_calls(
     revision: str | Mapping[str, str] = "1",
     tools: Collection[str] | None = None,
     call_id: Callable[[ToolCallRequest], str] = thread_call_id,
+    interrupt_first: Collection[str] = (),
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -376,6 +385,7 @@ def checkpoint_tool_calls(
         revision=revision,
         tools=tools,
         call_id=call_id,
+        interrupt_first=interrupt_first,
         wait_seconds=wait_seconds,
         poll_seconds=poll_seconds,
         max_payload_bytes=max_payload_bytes,

@@ -9,29 +9,31 @@ servers, ...) in a :class:`CheckpointedToolset`, whose ``call_tool`` runs the to
 a :class:`~tool_execution_checkpoint.ToolGuard`. A toolset can also be guarded alone:
 ``Agent(model, toolsets=[CheckpointedToolset(toolset, store)])``.
 
-**The call id is ``<conversation id>/<tool call id>``** (with ``/approved`` appended for
-an approved call). Facts from ``pydantic-ai-slim`` 2.68.0 (``pydantic_ai/_run_context.py``,
-``agent/__init__.py``): ``RunContext.tool_call_id`` is the id of the model's
-``ToolCallPart``, kept in the message history; ``RunContext.conversation_id`` is the
-run's ``conversation_id`` argument or else the most recent one on ``message_history``,
-so it too is the same when a run is resumed from its stored messages. A host resumes by
-running the agent again with the messages it stored (``all_messages_json()`` /
-``ModelMessagesTypeAdapter``), with ``deferred_tool_results`` after a deferral or
-approval; the tool calls of the last response then run under the same ids and find the
-checkpoint. The conversation id scopes the tool call id, which some models and providers
-number per response (``call_0``), so two conversations never share a record. An approval
-resume calls the tool with ``tool_call_approved`` set; the ``/approved`` suffix keeps that
-call apart from the unapproved attempt that raised ``ApprovalRequired``.
+**The call id is ``<conversation id>/<tool call id>``**. Facts from ``pydantic-ai-slim``
+2.68.0 (``pydantic_ai/_run_context.py``, ``agent/__init__.py``):
+``RunContext.tool_call_id`` is the id of the model's ``ToolCallPart``, kept in the
+message history; ``RunContext.conversation_id`` is the run's ``conversation_id``
+argument or else the most recent one on ``message_history``, so it too is the same when
+a run is resumed from its stored messages. A host resumes by running the agent again
+with the messages it stored (``all_messages_json()`` / ``ModelMessagesTypeAdapter``),
+with ``deferred_tool_results`` after a deferral or approval; the tool calls of the last
+response then run under the same ids and find the checkpoint. The conversation id scopes
+the tool call id, which some models and providers number per response (``call_0``), so
+two conversations never share a record. An approval resume calls the tool again under
+the same id with ``tool_call_approved`` set: the unapproved attempt raised
+``ApprovalRequired``, which released its claim, so the approved call runs the tool.
 
 **The fingerprint** is that of the validated arguments as pydantic dumps them to JSON
 (``to_jsonable_python``); the ``RunContext`` is never among them.
 
-**Control flow.** ``ModelRetry``, ``ToolFailed``, ``CallDeferred``, ``ApprovalRequired``
-and ``SkipToolExecution`` raised by a tool pass through unchanged, as pydantic-ai expects
-them (``tool_manager.py`` treats them as control flow, not errors). The guard marks that
-execution uncertain: after a ``ModelRetry`` the model makes a new call (a new tool call
-id), and a deferred call is answered by the host's ``DeferredToolResults``, so neither id
-runs again. A resume of the very call that raised one finds it uncertain and raises
+**Control flow.** The exceptions pydantic-ai treats as control flow (``tool_manager.py``)
+pass through unchanged. ``CallDeferred``, ``ApprovalRequired`` and ``SkipToolExecution``
+(:data:`NOT_RUN`) say the tool is not run now, so the guard releases the claim before
+re-raising: the resume with ``deferred_tool_results`` runs the tool under the same id.
+A tool must raise them before it acts. ``ModelRetry`` and ``ToolFailed``
+(:data:`CONTROL_FLOW`) may come after an effect, so that execution is marked uncertain:
+after a ``ModelRetry`` the model makes a new call (a new tool call id), and a resume of
+the very call finds it uncertain and raises
 :class:`~tool_execution_checkpoint.CallNeedsReconciliation`. Any other exception of the
 tool is stored as its type and re-raised; like it, a replay's
 :class:`~tool_execution_checkpoint.ToolRaisedEarlier` and a call the checkpoint cannot
@@ -67,16 +69,15 @@ from ..errors import CheckpointError, ErrorCode
 from ..guard import ResultCodec, ToolGuard, result_codec
 from ..store import AsyncCheckpointStore, CheckpointStore
 
-__all__ = ["CONTROL_FLOW", "Checkpointed", "CheckpointedToolset", "call_id"]
+__all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "call_id"]
 
-CONTROL_FLOW: tuple[type[BaseException], ...] = (
-    ModelRetry,
-    ToolFailed,
-    CallDeferred,
-    ApprovalRequired,
-    SkipToolExecution,
-)
-"""The exceptions a tool raises to steer pydantic-ai: passed through, never stored."""
+NOT_RUN: tuple[type[BaseException], ...] = (CallDeferred, ApprovalRequired, SkipToolExecution)
+"""The exceptions by which a tool says it is not run now (deferred, awaiting approval,
+skipped): the claim is released and they are re-raised, so the resume runs the tool."""
+
+CONTROL_FLOW: tuple[type[BaseException], ...] = (ModelRetry, ToolFailed)
+"""The exceptions a tool raises to steer pydantic-ai after it may have acted: passed
+through after the execution is marked uncertain, never stored."""
 
 
 def call_id(ctx: RunContext[Any]) -> str:
@@ -87,8 +88,7 @@ def call_id(ctx: RunContext[Any]) -> str:
             "is missing: the RunContext names no conversation or tool call",
             field="call_id",
         )
-    identity = f"{ctx.conversation_id}/{ctx.tool_call_id}"
-    return f"{identity}/approved" if ctx.tool_call_approved else identity
+    return f"{ctx.conversation_id}/{ctx.tool_call_id}"
 
 
 def _codec(toolset: AbstractToolset[Any], name: str, tool: ToolsetTool[Any]) -> ResultCodec[Any]:
@@ -139,6 +139,7 @@ class CheckpointedToolset(WrapperToolset[Any]):
             revision=self.revision,
             codec=_codec(self.wrapped, name, tool),
             pass_through=CONTROL_FLOW,
+            not_run=NOT_RUN,
             **self.options,
         )
         arguments = to_jsonable_python(tool_args)

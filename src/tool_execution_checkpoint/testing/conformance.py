@@ -592,7 +592,7 @@ class OperableStoreConformance(StoreConformance):
         listing is paged with every page size from 1 to one past the record count."""
         store, model = self._store(), MemoryStore()
         assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
-        keys = itertools.chain.from_iterable(prefix_sharing_keys((40, 64, 128, 200, 254, 255)))
+        keys = itertools.chain.from_iterable(prefix_sharing_keys((32, 40, 64, 128, 200, 254, 255)))
         made = records_in_every_state(keys, lambda n: self._binding(f"listed-{n}-\U0001f600"))
         for key, chain in made:
             _put(store, key, chain)

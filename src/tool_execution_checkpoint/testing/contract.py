@@ -55,6 +55,7 @@ from ..transitions import (
     mark_execution_uncertain,
     prune_result,
     release_delivery,
+    release_execution,
 )
 from ..validation import timestamp_microseconds
 
@@ -525,7 +526,7 @@ class ContractMachine(RuleBasedStateMachine):
     ) -> Transition | None:
         ceiling = self.ceiling
         status = record.status
-        if status is Status.READY:
+        if status in (Status.READY, Status.RELEASED):
             return claim_execution(record, attempt_id=claim_id, at=at)
         if status in (Status.EXECUTING, Status.UNCERTAIN):
             assert record.execution is not None
@@ -690,6 +691,9 @@ def _path_to(target: Status | str) -> list[Callable[[Checkpoint, str], Transitio
     def complete(r: Checkpoint, at: str) -> Transition:
         return complete_execution(r, attempt_id="a", at=at, result={"n": 2**63})
 
+    def release(r: Checkpoint, at: str) -> Transition:
+        return release_execution(r, attempt_id="a", at=at)
+
     def deliver(r: Checkpoint, at: str) -> Transition:
         return claim_delivery(r, delivery_id="d", at=at)
 
@@ -702,6 +706,7 @@ def _path_to(target: Status | str) -> list[Callable[[Checkpoint, str], Transitio
     paths: dict[Status | str, list[Callable[[Checkpoint, str], Transition]]] = {
         Status.READY: [],
         Status.EXECUTING: [claim],
+        Status.RELEASED: [claim, release],
         Status.UNCERTAIN: [claim, uncertain],
         Status.COMPLETED: [claim, complete],
         Status.DELIVERING: [claim, complete, deliver],

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from jsonschema import Draft202012Validator
 
+from .. import transitions as _transitions
 from ..errors import CheckpointError, ErrorCode
 from ..memory import MemoryStore
 from ..records import Binding, Checkpoint
@@ -49,6 +50,7 @@ from ..runner import (
     Sleep,
     StoreFault,
     Swap,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
     claim_id,
     default_error_payload,
@@ -94,6 +96,7 @@ class ToolAnswer(enum.Enum):
     RAISES = "raises a handler error"
     UNKNOWN = "raises ToolOutcomeUnknown (its effect may have happened)"
     CANCELLED = "is cancelled (its effect may have happened)"
+    NOT_RUN = "raises ToolDidNotRun (it stopped before any effect)"
 
 
 class SendAnswer(enum.Enum):
@@ -186,6 +189,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             def apply(store: CheckpointStore) -> bool:
                 return store.compare_and_swap(truth.key, step.expected_revision, step.next)
 
+        before = self.model.get(truth.key)
         try:
             answer: bool | None = apply(self.store)
         except StoreError:
@@ -201,6 +205,13 @@ class ProtocolMachine(RuleBasedStateMachine):
             )
             if applied and transition is not None and transition.next.status is Status.EXECUTING:
                 truth.claimed = True
+            if applied and transition is not None and transition.next.status is Status.RELEASED:
+                assert before is not None
+                owner = before["execution"]["attemptId"]
+                assert all(attempt != owner for attempt, _ in truth.executions), (
+                    "an execution whose tool ran was released"
+                )
+                truth.claimed = False
         return StoreFault() if answer is None else answer
 
     def _read_raw(self, key_index: int, fault: Fault) -> Any:
@@ -263,6 +274,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         record = state.record
         assert record is not None and record.execution is not None
         if isinstance(request, RunTool):
+            if tool is ToolAnswer.NOT_RUN:
+                return Raised(ToolDidNotRun())
             attempt = record.execution.attempt_id
             payload: JSONValue = {"key": worker.key, "by": attempt, "n": next(self.ids)}
             if tool is ToolAnswer.RAISES:
@@ -287,6 +300,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _check_outcome(self, worker: Worker, state: CallState, outcome: RunOutcome) -> None:
         """What a finished call reports must be true."""
         worker.outcomes.append(outcome)
+        assert state.pending is None and state.writing is None, (
+            "a finished call still holds a write in flight"
+        )
         record = outcome.record
         if outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER and record is not None:
             assert not state.owns(claim_id(record)), (
@@ -326,7 +342,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             if fenced.name == "mark_execution_uncertain":
                 extra = {"reason": "intruder"}
             fence = "attempt_id" if fenced.fence is Fence.ATTEMPT_ID else "delivery_id"
-            function = globals()[fenced.name]
+            function = getattr(_transitions, fenced.name)
             try:
                 function(record, **arguments, **extra, **{fence: "intruder"})
             except CheckpointError as error:
@@ -465,7 +481,8 @@ def protocol_machine(
     fault = st.sampled_from(clean_weighted) if faults else st.just(Fault.NONE)
     factory = make_store
     # Most tools return and most sends arrive, so calls get far; shrinking goes there too.
-    tools = st.sampled_from((ToolAnswer.RETURNS,) * 5 + tuple(ToolAnswer)[1:])
+    rare = (ToolAnswer.RAISES, ToolAnswer.UNKNOWN, ToolAnswer.CANCELLED) * 2
+    tools = st.sampled_from((ToolAnswer.RETURNS,) * 10 + rare + (ToolAnswer.NOT_RUN,))
     sends = st.sampled_from((SendAnswer.SENT,) * 4 + tuple(SendAnswer)[1:])
 
     host = protocol
