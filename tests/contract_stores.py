@@ -15,21 +15,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tool_execution_checkpoint import Checkpoint, Status
+from tool_execution_checkpoint import Checkpoint, CheckpointError, Status
 from tool_execution_checkpoint.store import (
+    BrokenRecord,
     RecordSummary,
     check_create,
     check_key,
     check_listing,
     check_swap,
+    decode_stored,
 )
 
 CEILING = 10_485_760
 
 
 class TextDictStore:
-    """Sound: a dict of key -> (revision, JSON text) under a lock; every read parses the
-    stored text again. The hooks below are where the broken stores differ."""
+    """A dict of key -> (revision, JSON text) under a lock; every read parses the stored
+    text again. Sound for everything a store writes; its reads are a bare json.loads, so
+    the garbage checks catch it (tests/test_conformance_catches_garbage.py, where
+    DecodingStore is the sound reader). The hooks below are where the broken stores
+    differ."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,7 +102,7 @@ class TextDictStore:
         limit: int = 1_000,
     ) -> list[RecordSummary]:
         check_listing(statuses, updated_before_us, after_key, limit)
-        found = []
+        found: list[RecordSummary] = []
         for summary in self._matches(statuses, updated_before_us, after_key):
             found.append(summary)
             if len(found) == limit:
@@ -155,7 +160,7 @@ class JsonFilesStore:
         check_key(key)
         with self._locked():
             row = self._read(key)
-        return None if row is None else json.loads(row["record"])
+        return None if row is None else decode_stored(row["record"]).mapping
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         check_swap(key, expected_revision, record)
@@ -173,18 +178,23 @@ class JsonFilesStore:
         updated_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    ) -> list[RecordSummary | BrokenRecord]:
         listing = check_listing(statuses, updated_before_us, after_key, limit)
         with self._locked():
             rows = [json.loads(path.read_text("utf-8")) for path in self.directory.glob("*.json")]
-        found = []
+        found: list[RecordSummary | BrokenRecord] = []
         for row in sorted(rows, key=lambda row: str(row["key"])):
             key = row["key"]
             if listing.after_key is not None and key <= listing.after_key:
                 continue
-            summary = RecordSummary.of(
-                key, Checkpoint.from_json(row["record"], max_payload_bytes=CEILING)
-            )
+            try:
+                record = decode_stored(row["record"]).checkpoint
+            except CheckpointError as error:
+                found.append(BrokenRecord.of(key, error))
+                if len(found) == limit:
+                    break
+                continue
+            summary = RecordSummary.of(key, record)
             bound = listing.updated_before_us
             if summary.status in listing.statuses and (bound is None or summary.updated_us < bound):
                 found.append(summary)
@@ -293,7 +303,7 @@ class InclusiveCursorStore(TextDictStore):
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
-        found = []
+        found: list[RecordSummary] = []
         check_listing(statuses, updated_before_us, after_key, limit)
         for summary in self._matches(statuses, updated_before_us, None):
             if after_key is not None and summary.key < after_key:

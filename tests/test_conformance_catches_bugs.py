@@ -5,6 +5,7 @@ broke, and the store-contract state machine alone catches each store-level bug t
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +26,10 @@ from contract_stores import (
     ScanThenFilterStore,
     SinglePrecisionStore,
     SweepingStore,
-    TextDictStore,
     ThreeByteUtf8Store,
     TruncatingStore,
 )
+from test_conformance_catches_garbage import DecodingStore
 from tool_execution_checkpoint.testing import PROFILES, OperableStoreConformance
 from tool_execution_checkpoint.testing.contract import (
     canonical_json,
@@ -167,10 +168,15 @@ def test_the_contract_machine_alone_catches_it(bug: str) -> None:
 
 
 class TestTextDictStore(OperableStoreConformance):
-    """Sound: a dict that re-parses the stored text passes every check."""
+    """Sound: a dict that re-parses the stored text through decode_stored passes every
+    check, the garbage checks included."""
 
-    def make_store(self) -> TextDictStore:
-        return TextDictStore()
+    def make_store(self) -> DecodingStore:
+        return DecodingStore()
+
+    def write_raw(self, store: DecodingStore, key: str, raw: bytes) -> None:
+        """The text of the row (bad UTF-8 as surrogates), at revision 1."""
+        store._rows[key] = (1, raw.decode("utf-8", "surrogateescape"))
 
 
 class TestJsonFilesStore(OperableStoreConformance):
@@ -186,6 +192,12 @@ class TestJsonFilesStore(OperableStoreConformance):
     def make_store(self) -> JsonFilesStore:
         self.made += 1
         return JsonFilesStore(self.directory / f"store-{self.made}")
+
+    def write_raw(self, store: JsonFilesStore, key: str, raw: bytes) -> None:
+        """The record field of the key's file (bad UTF-8 as surrogates), at revision 1."""
+        text = raw.decode("utf-8", "surrogateescape")
+        row = json.dumps({"key": key, "revision": 1, "record": text})
+        store._path(key).write_text(row, encoding="utf-8", errors="surrogateescape")
 
 
 # --- the comparison and generators themselves -----------------------------------------------
