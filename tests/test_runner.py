@@ -1033,3 +1033,17 @@ def test_a_release_an_operator_overtook_reports_the_operators_record() -> None:
     with pytest.raises(ToolDidNotRun):
         run_once(store, BINDING, Tool(error=ToolDidNotRun()), Inbox())
     assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "uncertain"
+
+
+class BareAwaitable:
+    """An awaitable with no close method (not a coroutine)."""
+
+    def __await__(self) -> Any:
+        raise AssertionError("never awaited")
+        yield  # pragma: no cover - makes this a generator
+
+
+def test_an_awaitable_without_close_is_refused_as_not_run() -> None:
+    outcome = run_once(MemoryStore(), BINDING, lambda: BareAwaitable(), Inbox())  # noqa: PLW0108
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.reason == "the tool returned an awaitable run_once cannot await"

@@ -613,7 +613,7 @@ class HostProtocol:
         if stored is not None:
             state = replace(state, record=stored)
         return self.finish(
-            replace(state, pending=None),
+            state,
             RunStatus.NEEDS_EXECUTION_RECONCILIATION,
             "the record moved under this call's release",
         )
@@ -649,7 +649,7 @@ class HostProtocol:
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
             state = replace(state, record=stored)
-        return self.finish(replace(state, pending=None), RunStatus.NEEDS_EXECUTION_RECONCILIATION)
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION)
 
     def mark_unsettled(self, state: CallState) -> Step:
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
@@ -709,7 +709,7 @@ class HostProtocol:
         if stored is not None:
             state = replace(state, record=stored)
         return self.finish(
-            replace(state, pending=None),
+            state,
             RunStatus.NEEDS_DELIVERY_RECONCILIATION,
             "the record moved under this call's delivery",
         )
@@ -722,6 +722,7 @@ class HostProtocol:
     # --- the end ------------------------------------------------------------------------
 
     def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
+        """End the call: nothing is left pending (so a finished state is one value)."""
         outcome = RunOutcome(status, state.ran, state.record, reason)
         return outcome, replace(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
