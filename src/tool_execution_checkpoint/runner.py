@@ -606,7 +606,7 @@ class HostProtocol:
 
     def gave_up(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next, pending=None)
+        state = replace(state, record=state.pending.next)
         return self.finish(state, RunStatus.RELEASED, state.reason)
 
     def give_up_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
@@ -643,7 +643,7 @@ class HostProtocol:
 
     def marked(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next, pending=None)
+        state = replace(state, record=state.pending.next)
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
@@ -696,13 +696,13 @@ class HostProtocol:
 
     def delivered(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next, pending=None)
+        state = replace(state, record=state.pending.next)
         done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
         return self.finish(state, done, state.reason)
 
     def released(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next, pending=None)
+        state = replace(state, record=state.pending.next)
         return self.finish(state, RunStatus.DELIVERY_FAILED, state.reason)
 
     def finish_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
