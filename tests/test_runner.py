@@ -1047,3 +1047,13 @@ def test_an_awaitable_without_close_is_refused_as_not_run() -> None:
     outcome = run_once(MemoryStore(), BINDING, lambda: BareAwaitable(), Inbox())  # noqa: PLW0108
     assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert outcome.reason == "the tool returned an awaitable run_once cannot await"
+
+
+def test_a_result_or_a_mark_that_cannot_be_recorded_says_so() -> None:
+    stuck = run_once(SwapsFailFrom(Status.EXECUTING, Status.COMPLETED), BINDING, Tool(), Inbox())
+    assert stuck.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert stuck.reason == "the tool ran but its result could not be stored"
+    unknown = Tool(error=ToolOutcomeUnknown("the gateway timed out"))
+    doubt = run_once(SwapsFailFrom(Status.EXECUTING, Status.UNCERTAIN), BINDING, unknown, Inbox())
+    assert doubt.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert doubt.reason == "the gateway timed out"
