@@ -32,6 +32,7 @@ from tool_execution_checkpoint import (
     ToolGuard,
     ToolOutcomeUnknown,
     ToolRaisedEarlier,
+    checkpoint_key,
     checkpointed,
     current_call_id,
     prune_result,
@@ -332,6 +333,19 @@ def test_bad_decorations_are_refused() -> None:
     with pytest.raises(CheckpointError) as caught:
         checkpointed(AsyncMemoryStore())(tool)
     assert caught.value.field == "store"
+
+
+def test_a_sync_guard_call_refuses_an_async_store_before_the_tool_runs() -> None:
+    store = AsyncMemoryStore()
+    runs: list[str] = []
+    with pytest.raises(CheckpointError) as caught:
+        ToolGuard(store, "send").call("toolu_1", {}, lambda: runs.append("sent"))
+    assert str(caught.value) == (
+        "INVALID_ARGUMENT: store: is async: a sync call cannot await it (use the async entry point)"
+    )
+    assert runs == []
+    key = checkpoint_key(ToolGuard(store, "send").binding("toolu_1", {}))
+    assert asyncio.run(store.get(key)) is None
 
 
 def test_the_wrapper_keeps_the_signature_frameworks_read() -> None:

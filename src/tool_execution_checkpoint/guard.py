@@ -355,7 +355,14 @@ class ToolGuard:
 
     def call(self, call_id: str, arguments: Mapping[str, object], tool: Callable[[], T]) -> T:
         """Run ``tool`` at most once for this call and return its result (see the module
-        docstring for what is returned and raised)."""
+        docstring for what is returned and raised). An async store is refused: use
+        :meth:`call_async` (in a framework, its async entry point)."""
+        if inspect.iscoroutinefunction(getattr(self.store, "compare_and_swap", None)):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "is async: a sync call cannot await it (use the async entry point)",
+                field="store",
+            )
         live = _Live()
         outcome = run_once(
             cast(CheckpointStore, self.store),

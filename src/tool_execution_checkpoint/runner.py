@@ -996,7 +996,6 @@ def run_once(
         new_id(),
         logger,
     )
-    where = call.key
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
@@ -1010,7 +1009,7 @@ def run_once(
             call.answer(None)
         else:
             try:
-                answer = _store_operation(store, where, request)
+                answer = _store_operation(store, call.key, request)
             except StoreError:
                 answer = StoreFault()
             call.answer(answer)
@@ -1085,7 +1084,6 @@ async def run_once_async(
         new_id(),
         logger,
     )
-    where = call.key
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, RunTool | Deliver):
             try:
@@ -1101,7 +1099,7 @@ async def run_once_async(
             call.answer(None)
         else:
             try:
-                answer = _store_operation(store, where, request)
+                answer = _store_operation(store, call.key, request)
                 if inspect.isawaitable(answer):
                     answer = await answer
             except StoreError:

@@ -75,7 +75,6 @@ again under a new tool call id: keep the default, or handle ``CallNotAnswered`` 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, TypedDict, cast
@@ -342,12 +341,6 @@ class ToolCallCheckpoint:
         """``ToolNode(wrap_tool_call=...)``: run the call at most once (sync store)."""
         if not self._guarded(request):
             return execute(request)
-        if inspect.iscoroutinefunction(getattr(self.store, "compare_and_swap", None)):
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT,
-                "is async: run the graph with ainvoke/astream, or use a sync store",
-                field="store",
-            )
         call = request.tool_call
         return self._guard(call["name"]).call(
             self.call_id(request), call["args"], lambda: execute(request)
