@@ -311,8 +311,9 @@ class CallState:
         token: The call's random token; its claim ids are ``token.N``.
         record: The last record this call knows to be stored (it wrote it and saw it
             land, or read it).
-        pending: The write in flight (during CONFIRM: the one being read back).
-        writing: During CONFIRM, the phase of the write being read back.
+        pending: The write whose answer the call awaits: set in CREATE, in the phases
+            that swap, and in CONFIRM (the write being read back); None in every other.
+        writing: The phase of the write being read back: set in CONFIRM only.
         claims: How many claim ids this call has made.
         ran: Whether the tool was called.
         lost: Whether a claim of this call did not land.
@@ -444,7 +445,7 @@ class HostProtocol:
 
     def decide(self, state: CallState, record: Checkpoint) -> Step:
         """What the record says to do next."""
-        state = replace(state, record=record, rounds=state.rounds + 1, retries=0)
+        state = replace(state, record=record, rounds=state.rounds + 1)
         if state.rounds > ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the record kept moving")
         action = TABLE.statuses[record.status].action
@@ -473,8 +474,9 @@ class HostProtocol:
             return self.finish(state, RunStatus.LOST_TO_ANOTHER_WORKER)
         if action is Action.RECONCILE_DELIVERY:
             return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION)
-        uncertain = record.execution.uncertain if record.execution is not None else None
-        reason = uncertain.reason if uncertain is not None else None
+        execution = record.execution
+        assert execution is not None  # executing and uncertain records carry their execution
+        reason = execution.uncertain.reason if execution.uncertain is not None else None
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, reason)
 
     def after_wait(self, state: CallState, answer: Any) -> Step:
@@ -486,11 +488,10 @@ class HostProtocol:
     def write(
         self, state: CallState, phase: Phase, transition: Transition, *, resend: bool = False
     ) -> Step:
-        """Swap ``transition``; its answer goes to ``phase``'s handler."""
+        """Swap ``transition``; its answer goes to ``phase``'s handler. A resend keeps the
+        write's count of resends and read-backs; any other write starts it afresh."""
         retries = state.retries if resend else 0
-        return Swap(transition), replace(
-            state, phase=phase, pending=transition, writing=None, retries=retries
-        )
+        return Swap(transition), replace(state, phase=phase, pending=transition, retries=retries)
 
     def confirm(self, state: CallState) -> Step:
         """Read back the pending write, unless this call has read back too often."""
@@ -509,7 +510,7 @@ class HostProtocol:
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         assert state.pending is not None
         assert state.writing is not None
-        writing = replace(state, phase=state.writing, writing=None)
+        writing = replace(state, writing=None)  # each handler below sets its own phase
         if isinstance(answer, StoreFault):
             return self.confirm(state)
         stored = None if answer is None else self.read(answer)
@@ -531,18 +532,18 @@ class HostProtocol:
 
     def claim_landed(self, state: CallState) -> Step:
         assert state.pending is not None
-        return RunTool(), replace(state, phase=Phase.RUN, record=state.pending.next, ran=True)
+        record = state.pending.next
+        return RunTool(), replace(state, phase=Phase.RUN, record=record, pending=None, ran=True)
 
     def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
-        before, state = state.record, replace(state, pending=None)
-        if stored is None:
-            return self.load(replace(state, lost=True))
-        execution = stored.execution
-        mine = execution is not None and state.owns(execution.attempt_id)
-        # A claim of this call that landed and has moved on since is not another
-        # worker's: decide on what it became, without acting on the claim. A record
-        # read back unchanged lost to nobody: decide on it afresh.
-        return self.decide(replace(state, lost=not mine and stored != before), stored)
+        """The claim (of the execution or of the delivery) is not what the record holds:
+        decide on the record read back, or read it, as a call whose claim did not land.
+        Never acted on: a record read back unchanged is claimed afresh, and one that moved
+        is another worker's only if the claim it carries now is not this call's (decide
+        asks whose it is, so a claim of this call that landed and moved on since, which
+        only an operator does, is judged by what it became)."""
+        state = replace(state, pending=None, lost=True)
+        return self.decide(state, stored) if stored is not None else self.load(state)
 
     def claim_unsettled(self, state: CallState) -> Step:
         return self.finish(
@@ -556,7 +557,7 @@ class HostProtocol:
         error = answer.error
         name = type(error).__name__
         if isinstance(error, ToolOutcomeUnknown):
-            return self.mark(state, error.reason, reraise=False)
+            return self.mark(state, error.reason)
         if isinstance(error, self.not_run):
             return self.give_up(state, f"not run: {name}")
         if isinstance(error, self.pass_through):
@@ -581,10 +582,10 @@ class HostProtocol:
             if error.code not in _UNSTORABLE:
                 raise  # not the result's fault: a broken record or core is never hidden
             why = f"the tool's result could not be stored: {error.code.value}"
-            return self.mark(state, why, reraise=False)
+            return self.mark(state, why)
         return self.write(replace(state, reason=reason), Phase.STORE, done)
 
-    def mark(self, state: CallState, reason: str, *, reraise: bool) -> Step:
+    def mark(self, state: CallState, reason: str, *, reraise: bool = False) -> Step:
         record = state.record
         assert record is not None
         assert record.execution is not None
@@ -660,15 +661,9 @@ class HostProtocol:
         assert state.pending is not None
         record = state.pending.next
         assert record.result is not None
-        return Deliver(record.result), replace(state, phase=Phase.SEND, record=record)
+        return Deliver(record.result), replace(state, phase=Phase.SEND, record=record, pending=None)
 
-    def delivery_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
-        before, state = state.record, replace(state, pending=None)
-        if stored is None:
-            return self.load(replace(state, lost=True))
-        delivery = stored.delivery
-        mine = delivery is not None and state.owns(delivery.delivery_id)
-        return self.decide(replace(state, lost=not mine and stored != before), stored)
+    delivery_not_landed = claim_not_landed
 
     def after_send(self, state: CallState, answer: Any) -> Step:
         record = state.record
@@ -736,8 +731,9 @@ _UNSTORABLE = frozenset({ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXC
 
 
 def _creation(record: Checkpoint) -> Transition:
-    """The create request as a write from revision 0, so every write is pending alike."""
-    return Transition(Action.NONE, 0, record)
+    """The create request as a write from revision 0, so every write is pending alike
+    (only its record is read: a create is never swapped)."""
+    return Transition(Action.NONE, 0, record)  # pragma: no mutate (action, revision unread)
 
 
 HANDLERS: Mapping[Phase, str] = {

@@ -1,0 +1,556 @@
+"""The host protocol's step machine, driven request by request: the invariants every state
+keeps, its exact budgets of reads and resends, and whose claim a call reports.
+
+`tests/test_runner.py` drives the machine through ``run_once``; here a test answers each
+request itself (from a real MemoryStore, with chosen answers replaced), so it can pin
+what a driver never shows: how many requests a bound allows and the state between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tool_execution_checkpoint import (
+    Binding,
+    Checkpoint,
+    MemoryStore,
+    Status,
+    checkpoint_key,
+    claim_delivery,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    mark_execution_uncertain,
+)
+from tool_execution_checkpoint.runner import (
+    RETRIES,
+    ROUNDS,
+    CallState,
+    Create,
+    Deliver,
+    Get,
+    HostProtocol,
+    Phase,
+    Raised,
+    Returned,
+    RunOutcome,
+    RunStatus,
+    RunTool,
+    Sleep,
+    StoreFault,
+    Swap,
+    ToolDidNotRun,
+    ToolOutcomeUnknown,
+    run_once,
+    run_once_async,
+)
+
+BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
+KEY = checkpoint_key(BINDING)
+TOKEN = "a" * 32
+OTHER = "b" * 32
+AT = "2026-12-03T00:00:00Z"
+
+SWAPS = {
+    Phase.CLAIM,
+    Phase.STORE,
+    Phase.MARK,
+    Phase.GIVE_UP,
+    Phase.CLAIM_DELIVERY,
+    Phase.FINISH,
+    Phase.RELEASE,
+}
+REQUEST_OF: dict[Phase, type] = {
+    Phase.CREATE: Create,
+    Phase.LOAD: Get,
+    Phase.CONFIRM: Get,
+    Phase.WAIT: Sleep,
+    Phase.RUN: RunTool,
+    Phase.SEND: Deliver,
+    Phase.DONE: RunOutcome,
+} | dict.fromkeys(SWAPS, Swap)
+
+
+def check_state(request: object, state: CallState) -> None:
+    """What every state of the machine keeps, whatever the answers were."""
+    assert isinstance(request, REQUEST_OF[state.phase]), (state.phase, request)
+    awaits_write = state.phase in SWAPS | {Phase.CREATE, Phase.CONFIRM}
+    assert (state.pending is not None) == awaits_write, state.phase
+    assert (state.writing is not None) == (state.phase is Phase.CONFIRM), state.phase
+    assert state.writing in SWAPS | {None}
+    assert 0 <= state.retries <= RETRIES
+    assert type(state.reraise) is bool
+    if isinstance(request, RunOutcome):
+        assert state.reason == request.reason
+        assert state.ran == request.ran_tool
+
+
+Answer = Callable[[MemoryStore, object], Any]
+
+
+@dataclass
+class Script:
+    """Answers each request from a real MemoryStore, except the ones numbered in
+    ``replies`` (1 = the first request), whose function answers instead."""
+
+    replies: dict[int, Answer] = field(default_factory=dict)
+    store: MemoryStore = field(default_factory=MemoryStore)
+    tool: Callable[[], Any] = lambda: Returned({"messageId": "m-1"})
+    sent: Callable[[], Any] = lambda: None
+    requests: list[object] = field(default_factory=list)
+
+    def honest(self, request: object) -> Any:
+        store = self.store
+        if isinstance(request, Create):
+            return store.create_if_absent(KEY, request.record)
+        if isinstance(request, Get):
+            return store.get(KEY)
+        if isinstance(request, Swap):
+            step = request.transition
+            return store.compare_and_swap(KEY, step.expected_revision, step.next)
+        if isinstance(request, RunTool):
+            return self.tool()
+        if isinstance(request, Deliver):
+            return self.sent()
+        assert isinstance(request, Sleep)
+        return None
+
+    def run(self, protocol: HostProtocol | None = None, token: str = TOKEN) -> RunOutcome:
+        protocol = protocol or HostProtocol(BINDING)
+        request: Any
+        request, state = protocol.start(token)
+        check_state(request, state)
+        while not isinstance(request, RunOutcome):
+            self.requests.append(request)
+            reply = self.replies.get(len(self.requests))
+            if reply is None or not isinstance(request, Create | Get | Swap):
+                answer = self.honest(request)  # only the store's answers are replaced
+            else:
+                answer = reply(self.store, request)
+            request, state = protocol.step(state, answer)
+            check_state(request, state)
+        self.state = state
+        return request
+
+    @property
+    def kinds(self) -> str:
+        """The requests made, one letter each: Create, Get, Swap, Tool, Deliver, Sleep."""
+        letters = {Create: "C", Get: "G", Swap: "S", RunTool: "T", Deliver: "D", Sleep: "Z"}
+        return "".join(letters[type(request)] for request in self.requests)
+
+
+def fault(store: MemoryStore, request: object) -> Any:
+    """The store did not answer, and nothing was applied."""
+    del store, request
+    return StoreFault()
+
+
+def lost_reply(store: MemoryStore, request: object) -> Any:
+    """The write was applied, and its reply was lost (a read: it failed)."""
+    if isinstance(request, Swap):
+        step = request.transition
+        store.compare_and_swap(KEY, step.expected_revision, step.next)
+    elif isinstance(request, Create):
+        store.create_if_absent(KEY, request.record)
+    return StoreFault()
+
+
+def refused(store: MemoryStore, request: object) -> Any:
+    """The write did not land and nothing changed (a read: it found no record)."""
+    del store
+    return None if isinstance(request, Get) else False
+
+
+def answers(value: Any) -> Answer:
+    def answer(store: MemoryStore, request: object) -> Any:
+        del store, request
+        return value
+
+    return answer
+
+
+def first(*moves: Callable[[Checkpoint], Any], then: Answer) -> Answer:
+    """Another party moves the stored record (each ``move`` makes the next transition of
+    the current record) before the request is answered by ``then``."""
+
+    def answer(store: MemoryStore, request: object) -> Any:
+        for move in moves:
+            current = Checkpoint.from_dict(store.get(KEY) or {})
+            step = move(current)
+            assert store.compare_and_swap(KEY, step.expected_revision, step.next)
+        return then(store, request)
+
+    return answer
+
+
+def read(store: MemoryStore, request: object) -> Any:
+    del request
+    return store.get(KEY)
+
+
+def constant(value: object) -> Callable[[], Any]:
+    return lambda: value
+
+
+def other_claims(record: Checkpoint) -> Any:
+    return claim_execution(record, attempt_id=f"{OTHER}.1", at=AT)
+
+
+def other_claims_delivery(record: Checkpoint) -> Any:
+    return claim_delivery(record, delivery_id=f"{OTHER}.1", at=AT)
+
+
+def operator_marks(record: Checkpoint) -> Any:
+    assert record.execution is not None
+    return mark_execution_uncertain(
+        record, attempt_id=record.execution.attempt_id, at=AT, reason="operator"
+    )
+
+
+def operator_completes(record: Checkpoint) -> Any:
+    assert record.execution is not None
+    return complete_execution(
+        record, attempt_id=record.execution.attempt_id, at=AT, result={"by": "operator"}
+    )
+
+
+# --- every state keeps the invariants -----------------------------------------------------
+
+REPLIES: dict[str, Answer] = {"fault": fault, "lost reply": lost_reply, "refused": refused}
+
+
+TOOL_ANSWERS = [
+    Returned({"messageId": "m-1"}),
+    Raised(ValueError("refused")),
+    Raised(ToolOutcomeUnknown("timed out")),
+    Raised(ToolDidNotRun()),
+    Raised(KeyboardInterrupt()),
+]
+SEND_ANSWERS = [None, Raised(ConnectionRefusedError()), Raised(TimeoutError())]
+
+
+def faults_of_one_call() -> Iterator[dict[int, Answer]]:
+    """The store's answer to each of the first 12 requests replaced by a fault, a lost
+    reply or a refusal, alone; and the store down from each request on."""
+    yield {}
+    for n in range(1, 13):
+        yield from ({n: reply} for reply in REPLIES.values())
+        yield dict.fromkeys(range(n, 40), fault)
+
+
+def pairs_of_faults() -> Iterator[dict[int, Answer]]:
+    singles = [(n, reply) for n in range(1, 13) for reply in REPLIES.values()]
+    for (n, a), (m, b) in itertools.combinations(singles, 2):
+        if n != m:
+            yield {n: a, m: b}
+
+
+def test_every_state_keeps_the_machines_invariants_under_faults() -> None:
+    outcomes = set()
+    for tool, sent, replies in itertools.product(TOOL_ANSWERS, SEND_ANSWERS, faults_of_one_call()):
+        script = Script(replies=replies, tool=constant(tool), sent=constant(sent))
+        outcomes.add(script.run().status)
+        # then a second call recovers from whatever the first one left
+        waits = HostProtocol(BINDING, polls=1, poll_seconds=0.1)
+        outcomes.add(Script(store=script.store).run(waits, token=OTHER).status)
+    for replies in pairs_of_faults():
+        outcomes.add(Script(replies=replies).run().status)
+    assert {
+        RunStatus.EXECUTED_AND_DELIVERED,
+        RunStatus.DELIVERY_FAILED,
+        RunStatus.STORE_UNAVAILABLE,
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+        RunStatus.RELEASED,
+        RunStatus.DELIVERED_STORED_RESULT,
+        RunStatus.ALREADY_DELIVERED,
+    } <= outcomes
+
+
+def test_the_invariant_check_catches_a_state_that_keeps_a_stale_write() -> None:
+    class KeepsItsClaim(HostProtocol):
+        def claim_landed(self, state: CallState) -> Any:
+            request, after = super().claim_landed(state)
+            return request, dataclasses.replace(after, pending=state.pending)
+
+    with pytest.raises(AssertionError):
+        Script().run(KeepsItsClaim(BINDING))
+
+
+# --- the budgets, exactly -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("polls", "gets"), [(0, ROUNDS), (2, ROUNDS + 2)])
+def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, gets: int) -> None:
+    replies: dict[int, Answer] = dict.fromkeys(range(1, 20), fault)
+    protocol = HostProtocol(BINDING, polls=polls, poll_seconds=0.1)
+    script = Script(replies=replies)
+    outcome = script.run(protocol)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.STORE_UNAVAILABLE,
+        "the store did not answer",
+    )
+    assert script.kinds == "C" + "G" * gets
+
+
+def test_a_record_that_never_appears_is_created_once_per_round() -> None:
+    script = Script(replies={n: answers(n % 2 == 0 and None) for n in range(1, 20)})
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.STORE_UNAVAILABLE,
+        "no record could be made",
+    )
+    assert script.kinds == "CG" * ROUNDS
+    assert outcome.record is None
+
+
+def test_a_record_that_keeps_moving_is_decided_once_per_round() -> None:
+    ready = create_checkpoint(BINDING, created_at=AT)
+    replies: dict[int, Answer] = {1: answers(False)}
+    replies |= {n: answers(ready.to_dict()) for n in range(2, 20, 2)}
+    replies |= dict.fromkeys(range(3, 20, 2), refused)
+    script = Script(replies=replies)
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.STORE_UNAVAILABLE,
+        "the record kept moving",
+    )
+    assert script.kinds == "CG" + "SG" * ROUNDS
+    claims = [request.transition.next for request in script.requests if isinstance(request, Swap)]
+    assert [c.execution.attempt_id for c in claims if c.execution] == [
+        f"{TOKEN}.{n}" for n in range(1, ROUNDS + 1)
+    ]
+
+
+def test_a_write_of_unknown_outcome_is_read_back_retries_times() -> None:
+    script = Script(replies=dict.fromkeys(range(4, 20), fault))
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the tool ran but its result could not be stored",
+    )
+    assert script.kinds == "CST" + "S" + "G" * RETRIES
+
+
+def test_a_write_read_back_unchanged_is_resent_retries_times() -> None:
+    script = Script(replies=dict.fromkeys(range(4, 20, 2), refused))
+    outcome = script.run()
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert script.kinds == "CST" + "SG" * RETRIES + "S"
+
+
+def test_each_write_starts_its_read_backs_afresh() -> None:
+    # the claim's reply is lost and its first read-back fails: the result's write still
+    # gets every read-back
+    replies: dict[int, Answer] = {2: lost_reply, 3: fault}
+    replies |= dict.fromkeys(range(6, 20), fault)
+    script = Script(replies=replies)
+    outcome = script.run()
+    assert outcome.reason == "the tool ran but its result could not be stored"
+    assert script.kinds == "CSGGT" + "S" + "G" * RETRIES
+
+
+# --- whose claim a call reports -------------------------------------------------------------
+
+
+def test_a_claim_another_worker_won_is_lost_to_it() -> None:
+    script = Script()
+    script.replies = {2: first(other_claims, then=refused)}
+    outcome = script.run()
+    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    assert not outcome.ran_tool
+    assert outcome.record is not None
+    assert outcome.record.execution is not None
+    assert outcome.record.execution.attempt_id == f"{OTHER}.1"
+    assert script.kinds == "CSG"
+
+
+def test_a_claim_read_back_as_absent_reads_again_and_finds_the_winner() -> None:
+    script = Script()
+    script.replies = {2: first(other_claims, then=fault), 3: answers(None)}
+    outcome = script.run()
+    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    assert script.kinds == "CSGG"
+
+
+def test_an_own_claim_an_operator_moved_is_not_another_workers() -> None:
+    script = Script()
+    script.replies = {
+        2: lost_reply,
+        3: first(operator_marks, then=read),
+    }
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "operator",
+    )
+    assert not outcome.ran_tool
+
+
+def test_a_call_whose_result_an_operator_overtook_is_not_lost() -> None:
+    script = Script()
+    script.replies = {4: first(operator_marks, then=refused)}
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "operator",
+    )
+    assert outcome.ran_tool
+    assert outcome.record is not None
+    assert outcome.record.status is Status.UNCERTAIN
+
+
+def test_a_delivery_another_worker_claimed_after_the_tool_ran_is_lost_to_it() -> None:
+    script = Script()
+    script.replies = {5: first(other_claims_delivery, then=refused)}
+    outcome = script.run()
+    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    assert outcome.ran_tool
+    assert outcome.record is not None
+    assert outcome.record.status is Status.DELIVERING
+    assert script.kinds == "CSTSSG"
+
+
+def test_a_delivery_claim_read_back_unchanged_is_claimed_again_with_a_new_id() -> None:
+    script = Script()
+    script.replies = {5: refused}
+    outcome = script.run()
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert script.kinds == "CSTSSGSDS"
+    assert outcome.record is not None
+    assert outcome.record.delivery is not None
+    assert outcome.record.delivery.delivery_id == f"{TOKEN}.3"
+
+
+def test_an_operator_completion_of_a_lost_claim_is_delivered_by_the_call() -> None:
+    script = Script()
+    script.replies = {
+        2: lost_reply,
+        3: first(operator_completes, then=read),
+    }
+    outcome = script.run()
+    assert outcome.status is RunStatus.DELIVERED_STORED_RESULT
+    assert outcome.payload == {"by": "operator"}
+
+
+def test_a_release_an_operator_overtook_reports_the_operators_record_and_why() -> None:
+    script = Script(tool=lambda: Raised(ToolDidNotRun()))
+    script.replies = {4: first(operator_marks, then=refused)}
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the record moved under this call's release",
+    )
+    assert outcome.record is not None
+    assert outcome.record.status is Status.UNCERTAIN
+    assert script.state.reraise
+
+
+def test_holds_is_a_going_calls_own_claim() -> None:
+    protocol = HostProtocol(BINDING)
+    ready = create_checkpoint(BINDING, created_at=AT)
+    mine = claim_execution(ready, attempt_id=f"{TOKEN}.1", at=AT).next
+    theirs = claim_execution(ready, attempt_id=f"{OTHER}.1", at=AT).next
+    result = complete_execution(mine, attempt_id=f"{TOKEN}.1", at=AT, result=1).next
+    delivering = claim_delivery(result, delivery_id=f"{OTHER}.2", at=AT).next
+    _, state = protocol.start(TOKEN)
+    assert state.holds(mine)
+    assert state.holds(result)
+    assert not state.holds(theirs)
+    assert not state.holds(ready)
+    assert not state.holds(delivering)
+    assert not CallState(Phase.DONE, TOKEN).holds(mine)
+
+
+# --- what a driver re-raises and stores ----------------------------------------------------
+
+
+def test_an_unstorable_error_payload_is_uncertain_and_not_re_raised() -> None:
+    def tool() -> Any:
+        raise ValueError("refused")
+
+    outcome = run_once(
+        MemoryStore(), BINDING, tool, print, on_tool_error=lambda _error: float("nan")
+    )
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the tool's result could not be stored: PAYLOAD_NOT_JSON",
+    )
+
+
+def test_a_cancelled_send_is_re_raised_and_left_delivering() -> None:
+    store = MemoryStore()
+
+    def deliver(_payload: Any) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_once(store, BINDING, lambda: {"ok": 1}, deliver)
+    assert (store.get(KEY) or {})["status"] == "delivering"
+
+    async def cancelled(_payload: Any) -> None:
+        raise asyncio.CancelledError
+
+    other = MemoryStore()
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run_once_async(other, BINDING, lambda: {"ok": 1}, cancelled))
+    assert (other.get(KEY) or {})["status"] == "delivering"
+
+
+def test_a_failed_send_of_unknown_outcome_is_not_re_raised() -> None:
+    def deliver(_payload: Any) -> None:
+        raise TimeoutError
+
+    outcome = run_once(MemoryStore(), BINDING, lambda: {"ok": 1}, deliver)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+        "the send's outcome is unknown: TimeoutError",
+    )
+
+
+def test_an_unknown_outcome_keeps_its_reason_as_its_message() -> None:
+    error = ToolOutcomeUnknown("the gateway timed out")
+    assert (str(error), error.reason) == ("the gateway timed out", "the gateway timed out")
+
+
+def test_an_unstorable_unknown_outcome_reason_is_replaced_by_a_fixed_one() -> None:
+    def tool() -> Any:
+        raise ToolOutcomeUnknown("x" * 100_000)
+
+    done = run_once(MemoryStore(), BINDING, tool, print)
+    assert done.reason == "the tool said its outcome is unknown (its reason could not be stored)"
+
+
+# --- a payload limit above the default --------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_raised_payload_limit_holds_for_every_record_of_the_call(driver: str) -> None:
+    store = MemoryStore()
+    big = {"body": "x" * 100_000}
+    limit = 200_000
+    failures = iter([True, False, False])
+
+    def deliver(payload: Any) -> None:
+        assert payload == big
+        if next(failures):
+            raise ConnectionRefusedError
+
+    def call() -> RunOutcome:
+        if driver == "sync":
+            return run_once(store, BINDING, lambda: big, deliver, max_payload_bytes=limit)
+        return asyncio.run(
+            run_once_async(store, BINDING, lambda: big, deliver, max_payload_bytes=limit)
+        )
+
+    assert call().status is RunStatus.DELIVERY_FAILED
+    again = call()
+    assert again.status is RunStatus.DELIVERED_STORED_RESULT
+    assert again.payload == big
