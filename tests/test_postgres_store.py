@@ -66,7 +66,7 @@ from tool_execution_checkpoint.postgres import (
     PostgresStore,
     open_store,
 )
-from tool_execution_checkpoint.store import OperableCheckpointStore
+from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     SyncStoreAdapter,
@@ -461,7 +461,6 @@ def test_async_list_records_agrees_with_memory_store(postgres_url: str) -> None:
         {"statuses": [Status.READY], "limit": 0},
         {"statuses": [Status.READY], "limit": -1},
         {"statuses": [Status.READY], "limit": True},
-        {"statuses": [Status.READY], "updated_before_us": 2**63},
         {"statuses": [Status.READY], "updated_before_us": 1.5},
         {"statuses": [Status.READY], "after_key": ""},
         {"statuses": [Status.READY], "after_key": "a\x00b"},
@@ -475,6 +474,87 @@ def test_list_records_refuses_bad_arguments(
         with pytest.raises(CheckpointError) as caught:
             store.list_records(**arguments)
         assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def write_row(
+    url: str, store: PostgresStore | AsyncPostgresStore, key: str, status: str, text: str
+) -> None:
+    """A row written behind the store's back: any status column, updated_us 0."""
+    table = sql.Identifier(store._sql.schema, store._sql.table)
+    with psycopg.connect(url, autocommit=True) as connection:
+        statement = sql.SQL(
+            "INSERT INTO {} (key, revision, status, updated_us, record) VALUES (%s, 1, %s, 0, %s)"
+        ).format(table)
+        connection.execute(statement, (key, status, text))
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_row_whose_status_column_is_no_status_is_listed_by_its_record(
+    postgres_url: str,  # noqa: F811
+    kind: str,
+) -> None:
+    """A status column holding no status once hid the row from every listing. Now it is
+    listed by its record's own status and time (never by its columns), and as a
+    BrokenRecord in every listing when its record is broken too; paging goes on past
+    both. The garbage statuses sort below, between and above the statuses."""
+    inner: PostgresStore | AsyncPostgresStore
+    if kind == "sync":
+        inner = PostgresStore(postgres_url, table=fresh_table(), max_size=2)
+        store: Any = inner
+    else:
+        inner = AsyncPostgresStore(postgres_url, table=fresh_table(), max_size=2)
+        store = SyncStoreAdapter(inner)
+    try:
+        _, ready = created_record("placed")
+        executing = claim_execution(
+            create_checkpoint(binding("odd"), created_at=NOW), attempt_id="a", at=NOW
+        ).next
+        garbage = {
+            "k1": ("garbage", ready.to_json()),  # between statuses
+            "k2": ("", executing.to_json()),  # below every status
+            "k3": ("zzz", "null"),  # above every status, a broken record
+            "k4": ("deliverer", ready.to_json()),  # between delivered and delivering
+            "k6": ("READY", ready.to_json()),  # only the case differs
+        }
+        assert store.list_records([Status.READY]) == []  # sets the table up
+        for key, (status, text) in garbage.items():
+            write_row(postgres_url, inner, key, status, text)
+        assert store.create_if_absent("k5", ready)
+        assert store.get("k1") == ready.to_dict()
+
+        def keys(lines: list[Any]) -> list[tuple[str, str]]:
+            return [(line.key, type(line).__name__) for line in lines]
+
+        listed = store.list_records([Status.READY])
+        assert keys(listed) == [
+            ("k1", "RecordSummary"),
+            ("k3", "BrokenRecord"),
+            ("k4", "RecordSummary"),
+            ("k5", "RecordSummary"),
+            ("k6", "RecordSummary"),
+        ]
+        assert listed[0] == RecordSummary.of("k1", ready)
+        assert listed[1].code is ErrorCode.INVALID_CHECKPOINT
+        assert keys(store.list_records([Status.EXECUTING])) == [
+            ("k2", "RecordSummary"),
+            ("k3", "BrokenRecord"),
+        ]
+        # By the record's time, not the column's (0): nothing sound is earlier than NOW.
+        now_us = timestamp_microseconds(NOW)
+        assert keys(store.list_records(list(Status), updated_before_us=now_us)) == [
+            ("k3", "BrokenRecord")
+        ]
+        assert len(store.list_records(list(Status), updated_before_us=now_us + 1)) == 6
+        for limit in (1, 2, 3):
+            pages: list[str] = []
+            after: str | None = None
+            while page := store.list_records([Status.READY], after_key=after, limit=limit):
+                assert len(page) <= limit
+                pages += [line.key for line in page]
+                after = page[-1].key
+            assert pages == ["k1", "k3", "k4", "k5", "k6"]
+    finally:
+        store.close()
 
 
 # --- names cannot inject SQL --------------------------------------------------------------------

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import math
 import re
 import select
@@ -72,6 +73,7 @@ from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
 from .store import (
     BrokenRecord,
+    Listing,
     OutcomeUnknownError,
     RecordSummary,
     StoreError,
@@ -101,9 +103,8 @@ LAYOUT_MARKER = f"tool-execution-checkpoint store, layout {LAYOUT}"
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CEILING = TABLE.limits.ceiling_max_payload_bytes
-_BIGINT_MAX = 2**63 - 1
-_BIGINT_MIN = -(2**63)
 _APPLICATION_NAME = "tool-execution-checkpoint"
+_STATUSES = sorted(status.value for status in Status)
 
 _Operation = Literal["create", "get", "compare-and-swap", "list"]
 
@@ -299,17 +300,37 @@ class _Sql:
             ).format(qualified)
         )
         self.select = render(sql.SQL("SELECT record FROM {} WHERE key = %s").format(qualified))
+        # A listing is one statement of two parts: the rows the (status, updated_us)
+        # columns place, and the rows whose status column is no status (listed by their
+        # record). The second part is one range of the index per gap between the
+        # statuses, in the server's own order of them (read at setup): cheap when, as
+        # usual, no such row exists.
+        gaps = " OR ".join(
+            [
+                "status < %s",
+                *("(status > %s AND status < %s)" for _ in _STATUSES[1:]),
+                "status > %s",
+            ]
+        )
         self.lists: dict[tuple[bool, bool], bytes] = {}
         for before in (False, True):
             for after in (False, True):
                 conditions = [sql.SQL("status = ANY(%s)")]
                 if before:
                     conditions.append(sql.SQL("updated_us < %s"))
+                odd = [sql.SQL(f"({gaps})")]
                 if after:
                     conditions.append(sql.SQL("key > %s"))
+                    odd.append(sql.SQL("key > %s"))
                 self.lists[before, after] = render(
-                    sql.SQL("SELECT key, record FROM {} WHERE {} ORDER BY key LIMIT %s").format(
-                        qualified, sql.SQL(" AND ").join(conditions)
+                    sql.SQL(
+                        "(SELECT key, record, true FROM {table} WHERE {placed} ORDER BY key"
+                        " LIMIT %s) UNION ALL (SELECT key, record, false FROM {table}"
+                        " WHERE {odd} ORDER BY key LIMIT %s)"
+                    ).format(
+                        table=qualified,
+                        placed=sql.SQL(" AND ").join(conditions),
+                        odd=sql.SQL(" AND ").join(odd),
                     )
                 )
         self.lock = render(sql.SQL("SELECT pg_advisory_xact_lock(%s)"))
@@ -338,7 +359,8 @@ class _Sql:
                 "has_schema_privilege(n.oid, 'USAGE'), has_schema_privilege(n.oid, 'CREATE'), "
                 "c.oid IS NOT NULL, obj_description(c.oid, 'pg_class'), "
                 "has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'), "
-                "has_table_privilege(c.oid, 'UPDATE') "
+                "has_table_privilege(c.oid, 'UPDATE'), "
+                "(SELECT array_agg(s ORDER BY s) FROM unnest(%s::text[]) AS s) "
                 "FROM (SELECT to_regnamespace(%s)::oid AS oid) AS n "
                 "LEFT JOIN LATERAL (SELECT CASE WHEN has_schema_privilege(n.oid, 'USAGE') "
                 "THEN to_regclass(%s)::oid END AS oid) AS c ON true"
@@ -365,6 +387,8 @@ class _Inspection:
     can_select: bool | None
     can_insert: bool | None
     can_update: bool | None
+    status_order: list[str]
+    """The statuses in the server's order of text (the status column's collation)."""
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> _Inspection:
@@ -449,41 +473,23 @@ def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: 
     return False
 
 
-def _list_arguments(
-    statuses: object, updated_before_us: object, after_key: object, limit: object
-) -> tuple[list[str], int | None, str | None, int]:
-    """Check list_records' arguments (CheckpointError INVALID_ARGUMENT on any fault):
-    the checks every store shares, then the bounds of PostgreSQL's BIGINT."""
-    listing = check_listing(statuses, updated_before_us, after_key, limit)
-    before = listing.updated_before_us
-    if before is not None and not _BIGINT_MIN <= before <= _BIGINT_MAX:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "must be None or an int that fits a signed 64-bit integer",
-            field="updated_before_us",
-        )
-    if listing.limit > _BIGINT_MAX:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT, "must be an int of at least 1", field="limit"
-        )
-    wanted = sorted(status.value for status in listing.statuses)
-    return wanted, before, listing.after_key, listing.limit
-
-
 def _list_query(
-    statements: _Sql,
-    wanted: list[str],
-    updated_before_us: int | None,
-    after_key: str | None,
-    limit: int,
+    statements: _Sql, order: Sequence[str], listing: Listing, after_key: str | None, limit: int
 ) -> tuple[bytes, tuple[Any, ...]]:
-    params: list[Any] = [wanted]
-    if updated_before_us is not None:
-        params.append(updated_before_us)
+    """The statement and parameters of one page of a listing: at most ``limit`` rows of
+    each part, after ``after_key``. ``order`` is the statuses in the server's order."""
+    before = listing.updated_before_us
+    params: list[Any] = [sorted(status.value for status in listing.statuses)]
+    if before is not None:
+        params.append(before)
     if after_key is not None:
         params.append(after_key)
     params.append(limit)
-    query = statements.lists[updated_before_us is not None, after_key is not None]
+    params += [order[0], *itertools.chain.from_iterable(itertools.pairwise(order)), order[-1]]
+    if after_key is not None:
+        params.append(after_key)
+    params.append(limit)
+    query = statements.lists[before is not None, after_key is not None]
     return query, tuple(params)
 
 
@@ -494,10 +500,34 @@ def _listed(key: str, text: str) -> RecordSummary | BrokenRecord:
         return BrokenRecord.of(key, error)
 
 
-def _summaries(rows: Sequence[tuple[str, str]]) -> list[RecordSummary | BrokenRecord]:
-    """The listing lines of the rows read: a record that is not valid is a BrokenRecord
-    (listed where its status and updated_us columns place it), never an exception."""
-    return [_listed(key, text) for key, text in rows]
+def _page(
+    rows: Sequence[tuple[str, str, bool]], listing: Listing, limit: int
+) -> tuple[list[RecordSummary | BrokenRecord], str | None]:
+    """The listing lines of one page's rows, in key order, and the last key that both
+    parts cover when either part is full (None when neither is: nothing is left).
+
+    A row that its status and updated_us columns place is listed by its record (a
+    BrokenRecord when that is not valid). A row whose status column is no status is
+    listed by its record's own status and time, and as a BrokenRecord in every listing
+    when its record is not valid; it is never hidden."""
+    placed = {key: text for key, text, indexed in rows if indexed}
+    odd = {key: text for key, text, indexed in rows if not indexed}
+    full = [max(part) for part in (placed, odd) if len(part) >= limit]
+    cut = min(full) if full else None
+    before = listing.updated_before_us
+    lines: list[RecordSummary | BrokenRecord] = []
+    for key in sorted(placed.keys() | odd.keys()):
+        if cut is not None and key > cut:
+            break
+        if key in placed:
+            lines.append(_listed(key, placed[key]))
+            continue
+        line = _listed(key, odd[key])
+        if isinstance(line, BrokenRecord) or (
+            line.status in listing.statuses and (before is None or line.updated_us < before)
+        ):
+            lines.append(line)
+    return lines, cut
 
 
 def _decoded(rows: Sequence[tuple[str]]) -> Mapping[str, Any] | None:
@@ -584,6 +614,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         self._durable = bool(durable)
         self._ready = False
         self._closed = False
+        self._order: list[str] = _STATUSES  # the server's order, read at setup
         self._pool: _PoolT
         if isinstance(conninfo_or_pool, self._POOL):
             self._pool = conninfo_or_pool
@@ -729,7 +760,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
     def _inspect(self, connection: psycopg.Connection[Any]) -> _Inspection:
         row = connection.execute(
-            self._sql.inspect, (self._sql.schema, self._sql.qualified_text)
+            self._sql.inspect, (_STATUSES, self._sql.schema, self._sql.qualified_text)
         ).fetchone()
         assert row is not None
         return _Inspection.of(row)
@@ -747,6 +778,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 durable=self._durable,
                 create=self._create_table,
             )
+            self._order = list(inspection.status_order)
             if create:
                 with connection.transaction():
                     connection.execute(self._sql.lock, (self._sql.lock_id,))
@@ -847,20 +879,33 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         key back. Filters on the ``status`` and ``updated_us`` columns.
 
         Raises:
-            CheckpointError: INVALID_ARGUMENT for bad arguments (``limit`` below 1
-                included). A stored record that is not valid is listed as a
-                :class:`~tool_execution_checkpoint.store.BrokenRecord` where its status
-                and updated_us columns place it; it never stops the listing.
+            CheckpointError: INVALID_ARGUMENT for bad arguments (see
+                :func:`~tool_execution_checkpoint.store.check_listing`, which also
+                bounds them as every store does).
             StoreError: the read failed.
+
+        A stored record that is not valid is listed as a
+        :class:`~tool_execution_checkpoint.store.BrokenRecord` where its status and
+        updated_us columns place it; a row whose status column is no status is listed by
+        its record's own status and time instead (a BrokenRecord in every listing when
+        that record is not valid either). Neither stops nor hides anything. One round
+        trip per page (another only when a page of rows the listing skips filled it).
         """
-        wanted, before, after, count = _list_arguments(
-            statuses, updated_before_us, after_key, limit
-        )
-        if not wanted:
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        if not listing.statuses:
             return []
-        query, params = _list_query(self._sql, wanted, before, after, count)
-        _, rows = self._execute("list", query, params, write=False)
-        return _summaries(rows)
+        self._ensure_ready()  # the server's order of the statuses is read there
+        found: list[RecordSummary | BrokenRecord] = []
+        after = listing.after_key
+        while True:
+            remaining = listing.limit - len(found)
+            query, params = _list_query(self._sql, self._order, listing, after, remaining)
+            _, rows = self._execute("list", query, params, write=False)
+            lines, cut = _page(rows, listing, remaining)
+            found += lines[:remaining]
+            if cut is None or len(found) == listing.limit:
+                return found
+            after = cut
 
     def close(self) -> None:
         """Close the pool if the store made it; later operations raise StoreError."""
@@ -967,7 +1012,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
 
     async def _inspect(self, connection: psycopg.AsyncConnection[Any]) -> _Inspection:
         cursor = await connection.execute(
-            self._sql.inspect, (self._sql.schema, self._sql.qualified_text)
+            self._sql.inspect, (_STATUSES, self._sql.schema, self._sql.qualified_text)
         )
         row = await cursor.fetchone()
         assert row is not None
@@ -986,6 +1031,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                 durable=self._durable,
                 create=self._create_table,
             )
+            self._order = list(inspection.status_order)
             if create:
                 async with connection.transaction():
                     await connection.execute(self._sql.lock, (self._sql.lock_id,))
@@ -1056,14 +1102,21 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`PostgresStore.list_records`."""
-        wanted, before, after, count = _list_arguments(
-            statuses, updated_before_us, after_key, limit
-        )
-        if not wanted:
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        if not listing.statuses:
             return []
-        query, params = _list_query(self._sql, wanted, before, after, count)
-        _, rows = await self._execute("list", query, params, write=False)
-        return _summaries(rows)
+        await self._ensure_ready()  # the server's order of the statuses is read there
+        found: list[RecordSummary | BrokenRecord] = []
+        after = listing.after_key
+        while True:
+            remaining = listing.limit - len(found)
+            query, params = _list_query(self._sql, self._order, listing, after, remaining)
+            _, rows = await self._execute("list", query, params, write=False)
+            lines, cut = _page(rows, listing, remaining)
+            found += lines[:remaining]
+            if cut is None or len(found) == listing.limit:
+                return found
+            after = cut
 
     async def aclose(self) -> None:
         """Close the pool if the store made it; later operations raise StoreError."""

@@ -81,7 +81,6 @@ SCHEMA_VERSION: Final = 1
 
 _MAX_BUSY_TIMEOUT = 3_600.0
 _INT64_MAX = 2**63 - 1
-_INT64_MIN = -(2**63)
 
 # SQLite's primary result codes (the low byte of an extended code).
 _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT = 5, 6, 8, 10, 11
@@ -607,11 +606,8 @@ class SQLiteStore:
         listing = check_listing(statuses, updated_before_us, after_key, limit)
         wanted = sorted(status.value for status in listing.statuses)
         before, after, limit = listing.updated_before_us, listing.after_key, listing.limit
-        if not wanted or (before is not None and before <= _INT64_MIN):
+        if not wanted:  # check_listing bounded the rest to what SQLite's integers hold
             return []
-        if before is not None and before > _INT64_MAX:
-            before = None  # every stored time is earlier
-        limit = min(limit, _INT64_MAX)
         found: list[RecordSummary | BrokenRecord] = []
         while True:
             rows, odd, cut = self._list_page(wanted, before, after, limit)

@@ -206,9 +206,15 @@ def checkpoint_key(binding: Binding) -> str:
     return f"tec1-{digest.hexdigest()}"
 
 
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+
+
 @dataclass(frozen=True, slots=True)
 class Listing:
-    """Checked arguments of ``list_records``."""
+    """Checked arguments of ``list_records``, bounded to what every store can index:
+    ``updated_before_us`` is None or a signed 64-bit integer, ``limit`` at most
+    ``2**63 - 1`` (see :func:`check_listing`)."""
 
     statuses: frozenset[Status]
     updated_before_us: int | None
@@ -221,11 +227,19 @@ def check_listing(
 ) -> Listing:
     """Check the arguments of ``list_records``; every store calls this first.
 
+    Bounds. Any int is a valid ``updated_before_us`` and any int of at least 1 a valid
+    ``limit``, on every store: the answer is the same whatever a store indexes with.
+    Every record's time fits a signed 64-bit integer of microseconds (years 1 to 9999),
+    so a bound above ``2**63 - 1`` is returned as None (every record is earlier), one
+    below ``-(2**63)`` as ``-(2**63)`` (no record is earlier; broken records are still
+    listed), and a ``limit`` above ``2**63 - 1`` as ``2**63 - 1``.
+
     Raises:
         CheckpointError: INVALID_ARGUMENT for ``statuses`` that is a str or not a
-            collection of Status values, an ``updated_before_us`` that is not an int or
-            None, an ``after_key`` that is not a valid key or None, or a ``limit`` that is
-            not an int of at least 1.
+            collection of Status values, an ``updated_before_us`` that is not an int
+            (a bool included) or None, an ``after_key`` that is not a valid key or None,
+            or a ``limit`` that is not an int (a bool included) of at least 1. The
+            message names the argument, never its value.
     """
 
     def refuse(field: str, detail: str) -> CheckpointError:
@@ -243,7 +257,10 @@ def check_listing(
         after = check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
     if type(limit) is not int or limit < 1:
         raise refuse("limit", "must be an int of at least 1")
-    return Listing(wanted, updated_before_us, after, limit)
+    before: int | None = updated_before_us
+    if before is not None:
+        before = None if before > _INT64_MAX else max(before, _INT64_MIN)
+    return Listing(wanted, before, after, min(limit, _INT64_MAX))
 
 
 def _statuses(statuses: Collection[Any]) -> frozenset[Status] | None:

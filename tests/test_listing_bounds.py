@@ -1,0 +1,151 @@
+"""Listing arguments and bounds are the same on every store: one shared check
+(``store.check_listing``) accepts and bounds them, so Memory, SQLite and PostgreSQL, sync
+and async, answer the same listing the same way, or refuse it the same way.
+
+``list_records(updated_before_us=2**63)`` once returned every record on Memory and SQLite
+and raised on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from postgres_server import postgres_server, postgres_url  # noqa: F401
+from tool_execution_checkpoint import (
+    Binding,
+    CheckpointError,
+    ErrorCode,
+    MemoryStore,
+    Status,
+    checkpoint_key,
+    claim_execution,
+    create_checkpoint,
+)
+from tool_execution_checkpoint.postgres import AsyncPostgresStore, PostgresStore
+from tool_execution_checkpoint.sqlite import AsyncSQLiteStore, SQLiteStore
+from tool_execution_checkpoint.testing import SyncStoreAdapter
+from tool_execution_checkpoint.validation import timestamp_microseconds
+
+TIMES = ["0001-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]
+KINDS = ["memory", "sqlite", "async-sqlite", "postgres", "async-postgres"]
+
+
+@pytest.fixture
+def make(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
+    """Open a fresh, empty store of a kind (closed at the end)."""
+    opened: list[Any] = []
+
+    def open_kind(kind: str) -> Any:
+        store: Any
+        if kind == "memory":
+            return MemoryStore()
+        if kind == "sqlite":
+            store = SQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db")
+        elif kind == "async-sqlite":
+            store = SyncStoreAdapter(AsyncSQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db"))
+        else:
+            url = request.getfixturevalue("postgres_url")
+            table = f"t_{uuid.uuid4().hex}"
+            if kind == "postgres":
+                store = PostgresStore(url, table=table, max_size=1)
+            else:
+                store = SyncStoreAdapter(AsyncPostgresStore(url, table=table, max_size=1))
+        opened.append(store)
+        return store
+
+    yield open_kind
+    for store in opened:
+        store.close()
+
+
+def _populate(store: Any) -> None:
+    """A ready record at the earliest time a record can have, an executing one now, a
+    ready one at the latest."""
+    for index, at in enumerate(TIMES):
+        binding = Binding("bounds", f"call-{index}", "tool", "1", "sha256:0")
+        key, record = checkpoint_key(binding), create_checkpoint(binding, created_at=at)
+        assert store.create_if_absent(key, record)
+        if index == 1:
+            claim = claim_execution(record, attempt_id="a", at=at)
+            assert store.compare_and_swap(key, claim.expected_revision, claim.next)
+
+
+EARLIEST, LATEST = timestamp_microseconds(TIMES[0]), timestamp_microseconds(TIMES[-1])
+ACCEPTED: list[dict[str, Any]] = [
+    {"updated_before_us": 2**63},
+    {"updated_before_us": 2**63 - 1},
+    {"updated_before_us": 2**200},
+    {"updated_before_us": -(2**63)},
+    {"updated_before_us": -(2**63) - 1},
+    {"updated_before_us": -(2**200)},
+    {"updated_before_us": EARLIEST},
+    {"updated_before_us": EARLIEST + 1},
+    {"updated_before_us": LATEST},
+    {"updated_before_us": LATEST + 1},
+    {"updated_before_us": 0},
+    {"limit": 2**63 - 1},
+    {"limit": 2**63},
+    {"limit": 2**200},
+    {"limit": 1},
+    {"limit": 2, "updated_before_us": 2**64},
+]
+ALL_OF_THEM = {"updated_before_us": 2**63, "limit": 2**64}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_store_answers_every_bound_as_the_memory_store(
+    make: Callable[[str], Any], kind: str
+) -> None:
+    model, store = MemoryStore(), make(kind)
+    _populate(model)
+    _populate(store)
+    for statuses in ([Status.READY], [Status.READY, Status.EXECUTING], list(Status)):
+        for arguments in ACCEPTED:
+            expected = model.list_records(statuses, **arguments)
+            assert store.list_records(statuses, **arguments) == expected, (statuses, arguments)
+    # What the bounds mean: past the top, every record; below the bottom, none.
+    assert len(store.list_records(list(Status), **ALL_OF_THEM)) == 3
+    assert store.list_records(list(Status), updated_before_us=-(2**64)) == []
+    assert len(store.list_records(list(Status), updated_before_us=LATEST + 1)) == 3
+    assert len(store.list_records(list(Status), updated_before_us=LATEST)) == 2
+    assert store.list_records(list(Status), updated_before_us=EARLIEST) == []
+
+
+REFUSED: list[tuple[dict[str, Any], str]] = [
+    ({"statuses": "ready"}, "statuses"),
+    ({"statuses": ["ready", "bogus-status-value"]}, "statuses"),
+    ({"statuses": 7}, "statuses"),
+    ({"updated_before_us": 1.5}, "updated_before_us"),
+    ({"updated_before_us": True}, "updated_before_us"),
+    ({"updated_before_us": "123456789"}, "updated_before_us"),
+    ({"updated_before_us": float("inf")}, "updated_before_us"),
+    ({"limit": 0}, "limit"),
+    ({"limit": -(2**64)}, "limit"),
+    ({"limit": True}, "limit"),
+    ({"limit": 2.0}, "limit"),
+    ({"after_key": ""}, "after_key"),
+    ({"after_key": "a\x00secret-after-key"}, "after_key"),
+    ({"after_key": "s" * 257}, "after_key"),
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_store_refuses_the_same_arguments_naming_no_value(
+    make: Callable[[str], Any], kind: str
+) -> None:
+    store = make(kind)
+    _populate(store)
+    for change, field in REFUSED:
+        arguments: dict[str, Any] = {"statuses": [Status.READY], **change}
+        statuses = arguments.pop("statuses")
+        with pytest.raises(CheckpointError) as caught:
+            store.list_records(statuses, **arguments)
+        assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_ARGUMENT, field)
+        text = str(caught.value)
+        for value in ("bogus-status-value", "secret-after-key", "123456789"):
+            assert value not in text
