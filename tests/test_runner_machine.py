@@ -300,14 +300,15 @@ def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, ge
     assert script.kinds == "C" + "G" * gets
 
 
-def test_a_record_that_never_appears_is_created_once_per_round() -> None:
+@pytest.mark.parametrize(("polls", "creates"), [(0, ROUNDS), (2, ROUNDS + 2)])
+def test_a_record_that_never_appears_is_created_once_per_round(polls: int, creates: int) -> None:
     script = Script(replies={n: answers(n % 2 == 0 and None) for n in range(1, 20)})
-    outcome = script.run()
+    outcome = script.run(HostProtocol(BINDING, polls=polls, poll_seconds=0.1))
     assert (outcome.status, outcome.reason) == (
         RunStatus.STORE_UNAVAILABLE,
         "no record could be made",
     )
-    assert script.kinds == "CG" * ROUNDS
+    assert script.kinds == "CG" * creates
     assert outcome.record is None
 
 
@@ -405,6 +406,7 @@ def test_a_call_whose_result_an_operator_overtook_is_not_lost() -> None:
     assert outcome.ran_tool
     assert outcome.record is not None
     assert outcome.record.status is Status.UNCERTAIN
+    assert script.kinds == "CSTSG"  # decided on the record read back, not read again
 
 
 def test_a_delivery_another_worker_claimed_after_the_tool_ran_is_lost_to_it() -> None:
@@ -554,3 +556,17 @@ def test_a_raised_payload_limit_holds_for_every_record_of_the_call(driver: str) 
     again = call()
     assert again.status is RunStatus.DELIVERED_STORED_RESULT
     assert again.payload == big
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_both_drivers_take_the_calls_token_from_new_id(driver: str) -> None:
+    store, token = MemoryStore(), "c" * 32
+    if driver == "sync":
+        outcome = run_once(store, BINDING, lambda: 1, print, new_id=lambda: token)
+    else:
+        outcome = asyncio.run(
+            run_once_async(store, BINDING, lambda: 1, print, new_id=lambda: token)
+        )
+    assert outcome.record is not None
+    assert outcome.record.execution is not None
+    assert outcome.record.execution.attempt_id == f"{token}.1"

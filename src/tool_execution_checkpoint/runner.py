@@ -397,8 +397,7 @@ class HostProtocol:
 
     def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``."""
-        record = create_checkpoint(self.binding, created_at=self.clock())
-        return Create(record), CallState(Phase.CREATE, token, pending=_creation(record))
+        return self.start_over(CallState(Phase.CREATE, token))
 
     def step(self, state: CallState, answer: Any) -> Step:
         """Take the answer to the state's last request; return what to do next.
@@ -413,9 +412,9 @@ class HostProtocol:
     # --- reading and deciding ---------------------------------------------------------
 
     def after_create(self, state: CallState, answer: Any) -> Step:
-        if answer is True:
+        if answer is True:  # the ready record this call created: decide claims it
             assert state.pending is not None
-            return self.decide(replace(state, pending=None), state.pending.next)
+            return self.decide(state, state.pending.next)
         return self.load(replace(state, pending=None))
 
     def load(self, state: CallState) -> Step:
@@ -433,9 +432,10 @@ class HostProtocol:
             return self.start_over(replace(state, rounds=state.rounds + 1))
         return self.decide(state, self.read(answer))
 
-    def start_over(self, state: CallState) -> Step:
-        request, fresh = self.start(state.token)
-        return request, replace(state, phase=Phase.CREATE, pending=fresh.pending)
+    def start_over(self, state: CallState) -> tuple[Create, CallState]:
+        """Create the record, if absent."""
+        record = create_checkpoint(self.binding, created_at=self.clock())
+        return Create(record), replace(state, phase=Phase.CREATE, pending=_creation(record))
 
     def read(self, answer: Any) -> Checkpoint:
         """The record a read returned, validated and checked against the binding."""
@@ -454,7 +454,7 @@ class HostProtocol:
                 record,
                 attempt_id=state.claim_id(),
                 at=self.clock(),
-                max_payload_bytes=self.max_payload_bytes,
+                max_payload_bytes=self.max_payload_bytes,  # pragma: no mutate (no payload yet)
             )
             return self.write(replace(state, claims=state.claims + 1), Phase.CLAIM, claim)
         if action is Action.DELIVER:
@@ -498,7 +498,7 @@ class HostProtocol:
         writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
         assert writing is not None
         if state.retries >= RETRIES:
-            return self._then(UNSETTLED, writing)(replace(state, phase=writing, writing=None))
+            return self._then(UNSETTLED, writing)(replace(state, phase=writing))  # finishes
         return Get(), replace(
             state, phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
         )
@@ -627,8 +627,8 @@ class HostProtocol:
         )
 
     def stored(self, state: CallState) -> Step:
-        assert state.pending is not None
-        return self.decide(replace(state, pending=None), state.pending.next)
+        assert state.pending is not None  # the completed record: decide claims its delivery
+        return self.decide(state, state.pending.next)
 
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         # Only an operator moves a claim this call holds: go by what it did.
