@@ -40,6 +40,8 @@ from tool_execution_checkpoint import (
     run_once,
     tool_call,
 )
+from tool_execution_checkpoint.guard import _Live
+from tool_execution_checkpoint.testing.conformance import leaks
 
 SECRET = "SECRET-a1b2c3"
 
@@ -548,3 +550,61 @@ def test_tool_did_not_run_is_the_default_not_run_exception() -> None:
         assert tool() == 2
         assert tool() == 2
     assert runs == 2
+
+
+# --- no value in any exception chain ---------------------------------------------------------
+
+CHAIN_SECRET = "guard-chain-secret-7f3a"
+
+
+class _CannotEncode:
+    """A codec whose refusal quotes the value, as pydantic's errors do."""
+
+    def encode(self, value: Any) -> Any:
+        raise ValueError(f"cannot encode {value!r}")
+
+    def decode(self, payload: Any) -> Any:
+        return payload
+
+
+class _CannotDecode:
+    """A codec that stores the value and, on a replay, refuses it quoting it."""
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+    def decode(self, payload: Any) -> Any:
+        raise ValueError(f"cannot rebuild {payload!r}")
+
+
+def test_a_result_that_cannot_be_encoded_leaves_it_nowhere_in_the_chain() -> None:
+    """The encoder's error once stayed as the suppressed context of ToolOutcomeUnknown."""
+    with pytest.raises(ToolOutcomeUnknown) as caught:
+        _Live().run(lambda: {"to": CHAIN_SECRET}, _CannotEncode())
+    assert leaks(caught.value, CHAIN_SECRET) is None
+    assert "ValueError" in str(caught.value)
+    assert caught.value.__context__ is None
+
+
+def test_a_stored_result_that_does_not_rebuild_is_invalid_naming_no_value() -> None:
+    store = MemoryStore()
+
+    @checkpointed(store, name="lookup", codec=_CannotDecode())
+    def lookup() -> dict[str, str]:
+        return {"note": CHAIN_SECRET}
+
+    @checkpointed(store, name="lookup")
+    def lookup_as_a_model() -> Receipt:  # the same call, read back as a model
+        raise AssertionError("a replay never runs the tool")
+
+    with tool_call("chain-1"):
+        assert lookup() == {"note": CHAIN_SECRET}
+        with pytest.raises(CheckpointError) as caught:
+            lookup()
+    assert caught.value.code is ErrorCode.INVALID_CHECKPOINT
+    assert leaks(caught.value, CHAIN_SECRET) is None
+    with tool_call("chain-1"), pytest.raises(CheckpointError) as by_pydantic:
+        lookup_as_a_model()
+    assert by_pydantic.value.code is ErrorCode.INVALID_CHECKPOINT
+    assert "ValidationError" in str(by_pydantic.value)
+    assert leaks(by_pydantic.value, CHAIN_SECRET) is None

@@ -421,7 +421,7 @@ class ToolGuard:
         payload = outcome.payload
         if isinstance(payload, dict) and len(payload) == 1:
             if _RETURNED in payload:
-                return self.codec.decode(payload[_RETURNED])
+                return _rebuilt(self.codec, payload[_RETURNED])
             raised = payload.get(_RAISED)
             if isinstance(raised, dict) and isinstance(raised.get("type"), str):
                 raise ToolRaisedEarlier(cast(str, raised["type"]))
@@ -430,6 +430,22 @@ class ToolGuard:
             'is not {"returned": ...} or {"raised": {"type": ...}}',
             field="result.payload",
         )
+
+
+def _rebuilt(codec: ResultCodec[Any], stored: JSONValue) -> Any:
+    """The stored result rebuilt by ``codec``; a stored value it refuses is CheckpointError
+    INVALID_CHECKPOINT naming only the refusal's type, raised outside the ``except``:
+    the codec's error (pydantic's ValidationError quotes its input) holds the payload."""
+    refused: str | None = None
+    try:
+        return codec.decode(stored)
+    except Exception as error:
+        refused = type(error).__name__
+    raise CheckpointError(
+        ErrorCode.INVALID_CHECKPOINT,
+        f"does not rebuild as the tool's return type ({refused}): pass codec= to read it",
+        field="result.payload",
+    )
 
 
 def _hand_back(payload: JSONValue) -> None:
@@ -468,12 +484,15 @@ class _Live:
         return self._envelope(codec)
 
     def _envelope(self, codec: ResultCodec[Any]) -> JSONValue:
+        failed: str | None = None
         try:
             encoded = codec.encode(self.value)
         except Exception as error:  # the effect happened; its result cannot be kept
-            raise ToolOutcomeUnknown(
-                f"the result could not be encoded as JSON: {type(error).__name__}"
-            ) from None
+            failed = type(error).__name__
+        if failed is not None:
+            # Raised outside the except: the encoder's error (a lone surrogate's
+            # UnicodeEncodeError, pydantic's error) holds the result, so it is no context.
+            raise ToolOutcomeUnknown(f"the result could not be encoded as JSON: {failed}")
         return {_RETURNED: encoded}
 
 
