@@ -25,19 +25,24 @@ from test_operations import STUCK, STUCK_KEY, place_stuck
 from tool_execution_checkpoint import (
     TABLE,
     Binding,
+    CheckpointError,
+    MemoryStore,
     SQLiteStore,
     Status,
     checkpoint_key,
     claim_execution,
     cli,
     create_checkpoint,
+    register_store,
     run_once,
 )
+from tool_execution_checkpoint.opening import _SCHEMES
 from tool_execution_checkpoint.postgres import PostgresStore
 from tool_execution_checkpoint.progress import Progress, format_elapsed
 from tool_execution_checkpoint.redis_store import RedisStore
 from tool_execution_checkpoint.rendering import render_markdown, render_mermaid
 from tool_execution_checkpoint.runner import RunOutcome, RunStatus
+from tool_execution_checkpoint.testing.conformance import leaks
 
 
 def test_the_demo_runs_the_tool_once_and_recovers(tmp_path: Path) -> None:
@@ -992,3 +997,80 @@ def test_inspect_reads_a_record_from_stdin(
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(_stored(url))))
     assert cli.main(["inspect", "-"]) == 0
     assert "status=executing" in capsys.readouterr().out
+
+
+# --- no value in any exception chain; stores opened by the registry -------------------------
+
+
+def test_a_found_result_that_is_not_json_leaves_no_text_in_the_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal once kept the JSONDecodeError, and with it the whole file, as its
+    suppressed context; a file not in UTF-8 escaped as a UnicodeDecodeError."""
+    deep = "[" * 100_000 + json.dumps(PAYLOAD) + "]" * 100_000
+    files = {
+        "torn.json": f'{{"found": "{PAYLOAD}'.encode(),
+        "latin1.json": f'"{PAYLOAD} \xe9"'.encode("latin-1"),
+        "deep.json": deep.encode(),
+    }
+    for name, data in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(cli._UsageError) as caught:
+            cli._read_found(str(path))
+        assert leaks(caught.value, PAYLOAD) is None, name
+        assert caught.value.__context__ is None
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"not json {PAYLOAD}"))
+    with pytest.raises(cli._UsageError) as caught:
+        cli._read_found("-")
+    assert leaks(caught.value, PAYLOAD) is None
+
+
+def test_reconcile_refuses_a_found_result_not_in_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _stuck_sqlite(tmp_path, Status.EXECUTING)
+    before = _stored(url)
+    found = tmp_path / "found.json"
+    found.write_bytes(b'{"found": "\xff' + PAYLOAD.encode() + b'"}')
+    arguments = ["reconcile", url, STUCK_KEY, "--revision", "2", "--complete", str(found)]
+    assert cli.main(arguments) == 2
+    err = capsys.readouterr().err
+    assert "JSON in UTF-8" in err
+    assert PAYLOAD not in err
+    assert _stored(url) == before
+
+
+def test_a_url_the_store_cannot_use_keeps_no_password_in_the_chain() -> None:
+    secret = "cli-chain-secret-93be"
+    for url, refusal in (
+        (f"redis://:{secret}@127.0.0.1:not-a-port/0", CheckpointError),
+        (f"ftp://user:{secret}@example/x", cli._UsageError),
+        (f"sqlite://user:{secret}@host/x.db", CheckpointError),
+    ):
+        with pytest.raises(refusal) as caught:
+            cli.open_store(url)
+        assert leaks(caught.value, secret) is None, url
+
+
+def test_the_commands_open_any_registered_store(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line knows no dialect: a scheme registered with open_store's registry
+    is listed, shown and refused like the built-in ones."""
+    store = MemoryStore()
+    binding = Binding("registered", "call-1", "tool", "1", "sha256:0")
+    assert store.create_if_absent(
+        checkpoint_key(binding), create_checkpoint(binding, created_at=AT)
+    )
+    register_store("test-cli", lambda _url: store, options=())
+    try:
+        assert cli.main(["list", "test-cli:", "--format", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [row["key"] for row in rows] == [checkpoint_key(binding)]
+        assert cli.main(["show", "test-cli:", checkpoint_key(binding)]) == 0
+        assert "status:" in capsys.readouterr().out
+        assert cli.main(["list", "test-cli:", "--prefix", "p:"]) == 2
+        assert "--prefix does not apply to a test-cli URL" in capsys.readouterr().err
+    finally:
+        _SCHEMES.pop("test-cli", None)
+    assert cli.main(["list", "test-cli:"]) == 2
+    assert "not a store URL" in capsys.readouterr().err

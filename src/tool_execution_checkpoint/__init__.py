@@ -24,6 +24,7 @@ from .guard import (
     tool_call,
 )
 from .memory import MemoryStore
+from .opening import open_store, register_store
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import (
     DeliveryNotSent,
@@ -133,7 +134,9 @@ __all__ = [
     "default_error_payload",
     "fingerprint",
     "mark_execution_uncertain",
+    "open_store",
     "prune_result",
+    "register_store",
     "release_delivery",
     "release_execution",
     "result_codec",

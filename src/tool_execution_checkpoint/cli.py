@@ -51,6 +51,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
+from .opening import open_store as open_url_store
+from .opening import store_options, url_scheme
 from .operations import (
     NoRecord,
     Reconciliation,
@@ -66,7 +68,7 @@ from .progress import Progress
 from .records import Binding, Checkpoint, Result
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
-from .sqlite import SQLiteStore
+from .sqlite import SQLiteStore, url_location
 from .store import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason, timestamp_microseconds
@@ -208,12 +210,17 @@ class _UsageError(Exception):
     """A bad argument the parser could not see (exit 2)."""
 
 
-def _scheme(url: str) -> str:
-    """The URL's scheme, lower case; ``sqlite`` also for ``sqlite:relative/path``; empty
-    for something that is not a URL (a factory, module:callable)."""
-    if "://" in url:
-        return url.split("://", 1)[0].lower()
-    return "sqlite" if url.lower().startswith("sqlite:") else ""
+def _is_url(target: str) -> bool:
+    """Whether ``target`` is a store URL (not a factory, module:callable): it has ``://``
+    or starts with a scheme a store registered (``sqlite:relative/path``)."""
+    if "://" in target:
+        return True
+    known = True
+    try:
+        store_options(target)
+    except CheckpointError:
+        known = False
+    return known
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -236,87 +243,33 @@ def redact(text: str, hidden: Iterable[str]) -> str:
     return text
 
 
-def _sqlite_path(url: str) -> Path:
-    """The absolute path of the file a sqlite URL names: ``sqlite:///absolute/path`` or
-    ``sqlite:relative/path`` (relative to the working directory), percent-decoded,
-    optionally with ``?busy_timeout=SECONDS``. Checked before anything is opened, so that
-    a bad URL is a usage error (exit 2)."""
-    parts = urlsplit(url)
-    path = unquote(parts.path)
-    if parts.netloc:
-        raise _UsageError(
-            "a sqlite URL names no host: write sqlite:///absolute/path, or "
-            "sqlite:relative/path for a file under the working directory"
-        )
-    if parts.fragment or path.strip("/") in ("", ":memory:"):
-        raise _UsageError(
-            "a sqlite URL names a local file: sqlite:///absolute/path or "
-            "sqlite:relative/path (no fragment, not :memory:)"
-        )
-    if [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)] not in (
-        [],
-        ["busy_timeout"],
-    ):
-        raise _UsageError("a sqlite URL accepts one query parameter, busy_timeout=SECONDS")
-    return Path(path).absolute()
+_LOCATION = ("schema", "table", "prefix")
+"""The command line's options that say where the records are, beyond the URL."""
 
 
-def _open_sqlite(url: str) -> SQLiteStore:
-    """The store in the existing SQLite file a sqlite URL names; a missing file is
-    refused (StoreError, exit 4), never created."""
-    path = _sqlite_path(url)
-    if not path.is_file():
-        raise StoreError(
-            f"no SQLite file at {path}: a command opens an existing store, it never creates one"
-        )
-    query = urlsplit(url).query
-    return SQLiteStore.from_url(f"sqlite://{quote(str(path))}" + (f"?{query}" if query else ""))
-
-
-_LOCATION_OPTIONS: dict[str, tuple[str, ...]] = {
-    "sqlite": (),
-    **dict.fromkeys(("postgresql", "postgres"), ("schema", "table")),
-    **dict.fromkeys(("redis", "rediss", "unix"), ("prefix",)),
-}
-"""Per URL scheme, the store options that say where the records are, beyond the URL."""
-
-
-def open_store(url: str, **options: Any) -> Any:
-    """Open the store a URL names: sqlite:///absolute/path or sqlite:relative/path (an
-    existing file), postgresql://..., redis://... ``options`` go to the PostgreSQL store
-    (``schema=``, ``table=``) or the Redis store (``prefix=``); one the URL's kind of
-    store does not take is a usage error. Nothing is contacted but a SQLite file; a URL
-    the store cannot parse is a usage error."""
-    scheme = _scheme(url)
-    allowed = _LOCATION_OPTIONS.get(scheme, ())
-    for name in options:
-        if scheme in _LOCATION_OPTIONS and name not in allowed:
-            takes = ", ".join(f"--{option}" for option in allowed)
-            hint = f" (it takes {takes})" if takes else ""
-            raise _UsageError(f"--{name} does not apply to a {scheme} URL{hint}")
+def open_store(url: str, **location: str) -> Any:
+    """Open the store a URL names for a command, with
+    :func:`~tool_execution_checkpoint.opening.open_store`: never creating one (a SQLite
+    file that does not exist is a StoreError, exit 4). ``location`` (``schema=``,
+    ``table=``, ``prefix=``) goes to the store; one the URL's store does not take, and a
+    URL no store registered, are usage errors (exit 2), refused before anything is
+    opened."""
+    takes: frozenset[str] | None = None
+    known = True
     try:
-        if scheme == "sqlite":
-            return _open_sqlite(url)
-        # The optional stores are imported only when asked for: their drivers are extras.
-        if scheme in ("postgresql", "postgres"):
-            module = importlib.import_module(f"{__package__}.postgres")
-            return module.PostgresStore.from_url(url, **options)
-        if scheme in ("redis", "rediss", "unix"):
-            module = importlib.import_module(f"{__package__}.redis_store")
-            try:
-                return module.RedisStore.from_url(url, **options)
-            except module.RedisConfigurationError:
-                raise _UsageError(
-                    "not a Redis URL redis-py can use (not shown: it may hold a password)"
-                ) from None
-    except ImportError:
-        extra = "postgres" if scheme.startswith("postgres") else "redis"
-        raise _UsageError(
-            f"install the {extra} extra: pip install 'tool-execution-checkpoint[{extra}]'"
-        ) from None
-    if not scheme and ":" not in url:
-        raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{url})")
-    raise _UsageError(_NOT_A_URL)
+        takes = store_options(url)
+    except CheckpointError:  # raised below, outside the except
+        known = False
+    if not known:
+        if url_scheme(url) is None and ":" not in url:
+            raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{url})")
+        raise _UsageError(_NOT_A_URL)
+    for name in location:
+        if takes is not None and name not in takes:
+            flags = ", ".join(f"--{option}" for option in _LOCATION if option in takes)
+            hint = f" (it takes {flags})" if flags else ""
+            raise _UsageError(f"--{name} does not apply to a {url_scheme(url)} URL{hint}")
+    return open_url_store(url, create=False, **location)
 
 
 _NOT_A_URL = (
@@ -507,14 +460,35 @@ def _list(
     return Exit.OK
 
 
+_UNREADABLE: Any = object()
+
+
+def _read_found(source: str) -> object:
+    """The JSON value in the file ``source`` (``-`` for stdin), for ``--complete``.
+
+    A file that is not JSON in UTF-8 is a usage error raised outside the ``except``: the
+    refusal's context would otherwise hold the file's text (a JSONDecodeError keeps all
+    of it in ``.doc``, a UnicodeDecodeError the bytes in ``.object``), the payload."""
+    if source == "-":
+        stdin = getattr(sys.stdin, "buffer", None)
+        data: bytes | str = stdin.read() if stdin is not None else sys.stdin.read()
+    else:
+        data = Path(source).read_bytes()
+    found: object = _UNREADABLE
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        found = json.loads(text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        found = _UNREADABLE
+    if found is _UNREADABLE:
+        raise _UsageError("--complete takes a file of JSON in UTF-8 (- for stdin)")
+    return found
+
+
 def _found_payload(args: argparse.Namespace, at: str) -> object:
     """The payload ``--complete FILE`` or ``--complete-error TYPE`` gives, checked."""
     if args.complete is not None:
-        text = sys.stdin.read() if args.complete == "-" else Path(args.complete).read_text("utf-8")
-        try:
-            found: object = json.loads(text)
-        except ValueError:
-            raise _UsageError("--complete takes a file of JSON (- for stdin)") from None
+        found = _read_found(args.complete)
     else:
         kind = check_identifier(args.complete_error, "--complete-error", ErrorCode.INVALID_ARGUMENT)
         found = {"error": {"type": kind}}
@@ -669,7 +643,7 @@ class _SQLiteScratch(_Scratch):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.parent = _sqlite_path(url).parent
+        self.parent = url_location(url)[0].parent
         self.query = urlsplit(url).query
         self.directory: Path | None = None
 
@@ -689,7 +663,7 @@ class _SQLiteScratch(_Scratch):
                     f"the directory must exist and be writable"
                 ) from None
         path = quote(str(self.directory / f"check-{number}.db"))
-        return SQLiteStore.from_url(f"sqlite://{path}" + (f"?{self.query}" if self.query else ""))
+        return open_url_store(f"sqlite://{path}" + (f"?{self.query}" if self.query else ""))
 
     def _remove(self) -> str:
         if self.directory is None:
@@ -723,17 +697,19 @@ class _PostgresScratch(_Scratch):
         psycopg = importlib.import_module("psycopg")
         sql = importlib.import_module("psycopg.sql")
         tables = [f"tec_check_{self.run}_{number}" for number in range(1, len(self.stores) + 1)]
+        failure: str | None = None
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as connection:
                 for table in tables:
                     name = sql.Identifier(self.schema, table)
                     connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
-        except psycopg.Error as error:
+        except psycopg.Error as error:  # its text may quote the URL: not kept as a context
+            failure = f"{type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}"
+        if failure is not None:
             raise StoreError(
                 f"could not drop the {len(tables)} tables {self.schema}.tec_check_{self.run}_N "
-                f"({type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}): drop them "
-                f"by hand"
-            ) from None
+                f"({failure}): drop them by hand"
+            )
         return f"dropped the {len(tables)} tables {self.schema}.tec_check_{self.run}_N"
 
 
@@ -752,6 +728,7 @@ class _RedisScratch(_Scratch):
         redis = importlib.import_module("redis")
         pattern = f"tec-check-{self.run}-*"
         removed = 0
+        failure: str | None = None
         try:
             client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
             try:
@@ -765,16 +742,17 @@ class _RedisScratch(_Scratch):
                     removed += client.unlink(*batch)
             finally:
                 client.close()
-        except redis.RedisError as error:
+        except (redis.RedisError, ValueError) as error:  # not kept as a context: it may
+            failure = type(error).__name__  # quote the URL
+        if failure is not None:
             raise StoreError(
-                f"could not delete the keys matching {pattern} ({type(error).__name__}): "
-                f"delete them by hand"
-            ) from None
+                f"could not delete the keys matching {pattern} ({failure}): delete them by hand"
+            )
         return f"deleted {removed} keys matching {pattern}"
 
 
 def _scratch_for(url: str, schema: str | None) -> _Scratch:
-    scheme = _scheme(url)
+    scheme = url_scheme(url)
     if scheme == "sqlite":
         return _SQLiteScratch(url)
     if scheme in ("postgresql", "postgres"):
@@ -862,8 +840,18 @@ def _check_url(url: str, examples: int | None, schema: str | None) -> int:
     return 5 if failed else 0
 
 
+def _takes(target: str) -> frozenset[str]:
+    """The options the store a URL names takes (none for a factory or an unknown URL)."""
+    takes: frozenset[str] | None = frozenset()
+    try:
+        takes = store_options(target)
+    except CheckpointError:
+        takes = frozenset()
+    return takes or frozenset()
+
+
 def _check_store(target: str, examples: int | None, schema: str | None) -> int:
-    if schema is not None and "schema" not in _LOCATION_OPTIONS.get(_scheme(target), ()):
+    if schema is not None and "schema" not in _takes(target):
         raise _UsageError("--schema applies to a postgresql URL only")
     # Hypothesis keeps its example database and caches under HYPOTHESIS_STORAGE_DIRECTORY
     # (./.hypothesis by default): a directory of this run's own, deleted at the end.
@@ -871,7 +859,7 @@ def _check_store(target: str, examples: int | None, schema: str | None) -> int:
         previous = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
         try:
-            if _scheme(target):
+            if _is_url(target):
                 return _check_url(target, examples, schema)
             return _check_factory(target, examples)
         finally:

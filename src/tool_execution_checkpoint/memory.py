@@ -12,7 +12,7 @@ import threading
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
 from .store import (
     BrokenRecord,
@@ -25,7 +25,7 @@ from .store import (
 )
 from .table import Status
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "open_url"]
 
 
 class MemoryStore:
@@ -104,6 +104,10 @@ class MemoryStore:
                     break
         return found
 
+    def close(self) -> None:
+        """Nothing to release (the records stay readable): here so that a store opened
+        by URL closes like every other."""
+
     def keys(self) -> Iterator[str]:
         """The keys stored now, in insertion order (a snapshot)."""
         with self._lock:
@@ -112,3 +116,19 @@ class MemoryStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._texts)
+
+
+def open_url(url: str) -> MemoryStore:
+    """The opener of ``memory:`` URLs for :func:`~tool_execution_checkpoint.open_store`:
+    a new, empty store for ``memory:`` (or ``memory://``), with nothing after it.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for anything else (the URL is not shown).
+    """
+    if type(url) is not str or url.lower() not in ("memory:", "memory://"):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "a memory URL is memory: with nothing after it (each one opens a new, empty store)",
+            field="url",
+        )
+    return MemoryStore()

@@ -93,6 +93,7 @@ __all__ = [
     "PostgresStore",
     "open_async_store",
     "open_store",
+    "open_url",
 ]
 
 LAYOUT = 1
@@ -919,6 +920,15 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def open_url(url: str, **options: Any) -> PostgresStore:
+    """The opener of ``postgresql://`` and ``postgres://`` URLs for
+    :func:`tool_execution_checkpoint.open_store`: ``PostgresStore.from_url(url,
+    **options)``, with the constructor's keyword options (``schema``, ``table``,
+    ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``, ``durable``).
+    Nothing is sent before the first operation."""
+    return PostgresStore.from_url(url, **options)
 
 
 def open_store(url: str) -> PostgresStore:

@@ -74,6 +74,8 @@ __all__ = [
     "SQLiteOutcomeUnknownError",
     "SQLiteStore",
     "SQLiteStoreError",
+    "open_url",
+    "url_location",
 ]
 
 SCHEMA_VERSION: Final = 1
@@ -865,3 +867,72 @@ class AsyncSQLiteStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.store.path)!r})"
+
+
+def _url_refusal(detail: str) -> CheckpointError:
+    return CheckpointError(ErrorCode.INVALID_ARGUMENT, detail, field="url")
+
+
+def url_location(url: str) -> tuple[Path, float | None]:
+    """The absolute path of the file a sqlite URL names, and its ``busy_timeout``.
+
+    The URL is ``sqlite:///absolute/path`` or ``sqlite:relative/path`` (relative to the
+    working directory), percent-decoded, optionally with ``?busy_timeout=SECONDS``.
+    Nothing is opened.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL with a
+            host (``sqlite://name``), a fragment, no path or ``:memory:``, a query other
+            than one ``busy_timeout``, or a busy_timeout that is not a number.
+    """
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme.lower() != "sqlite":
+        raise _url_refusal("a sqlite URL starts with sqlite: (sqlite:///absolute/path)")
+    path = unquote(parts.path)
+    if parts.netloc:
+        raise _url_refusal(
+            "a sqlite URL names no host: write sqlite:///absolute/path, or "
+            "sqlite:relative/path for a file under the working directory"
+        )
+    if parts.fragment or path.strip("/") in ("", ":memory:"):
+        raise _url_refusal(
+            "a sqlite URL names a local file: sqlite:///absolute/path or "
+            "sqlite:relative/path (no fragment, not :memory:)"
+        )
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if [name for name, _ in query] not in ([], ["busy_timeout"]):
+        raise _url_refusal("a sqlite URL accepts one query parameter, busy_timeout=SECONDS")
+    seconds: float | None = None
+    for _, value in query:
+        try:
+            seconds = float(value)
+        except ValueError:  # its message quotes the URL's text: not kept as a context
+            seconds = math.nan
+    if seconds is not None and math.isnan(seconds):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be a number of seconds", field="busy_timeout"
+        )
+    return Path(path).absolute(), seconds
+
+
+def open_url(url: str, *, busy_timeout: float | None = None, create: bool = True) -> SQLiteStore:
+    """The opener of ``sqlite:`` URLs for :func:`~tool_execution_checkpoint.open_store`
+    (see :func:`url_location` for the URL). ``busy_timeout`` given here overrides the
+    URL's (default 5 s).
+
+    With ``create=False`` a file that does not exist is refused with
+    :class:`SQLiteConfigurationError`, never created.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for a URL :func:`url_location` refuses or a bad
+            ``busy_timeout``.
+        SQLiteConfigurationError: as :class:`SQLiteStore` does, and for a missing file
+            with ``create=False``.
+    """
+    path, from_url = url_location(url)
+    if not create and not path.is_file():
+        raise SQLiteConfigurationError(
+            f"no SQLite file at {path}: opening it with create=False never creates one"
+        )
+    chosen = busy_timeout if busy_timeout is not None else from_url
+    return SQLiteStore(path, busy_timeout=5.0 if chosen is None else chosen)
