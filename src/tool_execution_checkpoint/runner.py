@@ -396,8 +396,9 @@ class HostProtocol:
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
 
     def start(self, token: str) -> tuple[Request, CallState]:
-        """The first request of a call whose claim ids start with ``token``."""
-        return self.start_over(CallState(Phase.CREATE, token))
+        """The first request of a call whose claim ids start with ``token``. (The phase
+        given here is a placeholder: start_over sets it.)"""
+        return self.start_over(CallState(Phase.CREATE, token))  # pragma: no mutate (reset)
 
     def step(self, state: CallState, answer: Any) -> Step:
         """Take the answer to the state's last request; return what to do next.
