@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+from contract_stores import JsonFilesStore
 from tool_execution_checkpoint import Checkpoint
 from tool_execution_checkpoint.store import check_create, check_swap
 
@@ -82,3 +85,25 @@ class ProcessLocalStore(PlainSQLiteStore):
             sql = "UPDATE c SET revision = ?, record = ? WHERE key = ?"
             self.db.execute(sql, (record.revision, record.to_json(), key))
             return True
+
+
+class ThreadLockedFilesStore(JsonFilesStore):
+    """Broken: the sound directory of JSON files (tests/contract_stores.py), but every
+    operation under a lock of this process only (no lock file): each CAS reads the
+    file, compares the revision and renames a new file in, atomic among this process's
+    threads and racy across processes. No sleep widens the window. (Each process writes
+    its own temporary file, so the only thing broken is the lock.)"""
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            yield
+
+    def _write(self, key: str, record: Checkpoint) -> None:
+        temporary = self._path(key).with_suffix(f".{os.getpid()}.tmp")
+        row = json.dumps({"key": key, "revision": record.revision, "record": record.to_json()})
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(row)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self._path(key))
