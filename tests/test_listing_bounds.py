@@ -1,6 +1,6 @@
 """Listing arguments and bounds are the same on every store: one shared check
-(``store.check_listing``) accepts and bounds them, so Memory, SQLite and PostgreSQL, sync
-and async, answer the same listing the same way, or refuse it the same way.
+(``store.check_listing``) accepts and bounds them, so Memory, SQLite, PostgreSQL and Redis,
+sync and async, answer the same listing the same way, or refuse it the same way.
 
 ``list_records(updated_before_us=2**63)`` once returned every record on Memory and SQLite
 and raised on PostgreSQL.
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from postgres_server import postgres_server, postgres_url  # noqa: F401
+from redis_server import redis_url  # noqa: F401
 from tool_execution_checkpoint import (
     Binding,
     CheckpointError,
@@ -27,12 +28,13 @@ from tool_execution_checkpoint import (
     create_checkpoint,
 )
 from tool_execution_checkpoint.postgres import AsyncPostgresStore, PostgresStore
+from tool_execution_checkpoint.redis_store import AsyncRedisStore, RedisStore
 from tool_execution_checkpoint.sqlite import AsyncSQLiteStore, SQLiteStore
 from tool_execution_checkpoint.testing import SyncStoreAdapter
 from tool_execution_checkpoint.validation import timestamp_microseconds
 
 TIMES = ["0001-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]
-KINDS = ["memory", "sqlite", "async-sqlite", "postgres", "async-postgres"]
+KINDS = ["memory", "sqlite", "async-sqlite", "postgres", "async-postgres", "redis", "async-redis"]
 
 
 @pytest.fixture
@@ -48,6 +50,12 @@ def make(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[s
             store = SQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db")
         elif kind == "async-sqlite":
             store = SyncStoreAdapter(AsyncSQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db"))
+        elif kind.endswith("redis"):
+            url, prefix = request.getfixturevalue("redis_url"), f"bounds-{uuid.uuid4().hex}:"
+            if kind == "redis":
+                store = RedisStore.from_url(url, prefix=prefix)
+            else:
+                store = SyncStoreAdapter(AsyncRedisStore.from_url(url, prefix=prefix))
         else:
             url = request.getfixturevalue("postgres_url")
             table = f"t_{uuid.uuid4().hex}"
