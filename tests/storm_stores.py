@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -107,3 +108,13 @@ class ThreadLockedFilesStore(JsonFilesStore):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self._path(key))
+
+
+class ArgvRecordingStore(PlainSQLiteStore):
+    """Honest; each process that opens it leaves its command line in a file beside the
+    database, so a test can see what other users of the machine could (``ps``)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        with open(f"{path}.argv-{os.getpid()}", "w", encoding="utf-8") as handle:
+            handle.write("\0".join(sys.orig_argv))

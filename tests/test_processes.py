@@ -3,11 +3,13 @@ SIGKILL, then a recovery pass checks what the store holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from storm_stores import PlainSQLiteStore
+from tool_execution_checkpoint.sqlite import SQLiteStore
 from tool_execution_checkpoint.testing.processes import ROUNDS, kill_storm, load_factory
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -94,6 +96,37 @@ def test_free_running_calls_at_random_catch_a_torn_write_too(tmp_path: Path) -> 
     assert report.rounds == 0
     with pytest.raises(AssertionError, match="torn or lost write"):
         report.check()
+
+
+def test_a_url_store_storms_through_url_store(tmp_path: Path) -> None:
+    """How check-store storms a URL: every worker opens the URL itself."""
+    url = f"sqlite://{tmp_path}/store.db"
+    SQLiteStore.from_url(url).close()
+    argument = json.dumps({"url": url, "options": {"busy_timeout": 30}})
+    factory = "tool_execution_checkpoint.testing.processes:url_store"
+    report = kill_storm(factory, argument, directory=tmp_path / "storm", rounds=10, seconds=1.0)
+    report.check()
+    assert report.rounds == 10
+    assert sum(len(report.executions[f"round-{number}"]) for number in range(10)) >= 5
+
+
+def test_the_store_argument_never_shows_on_a_command_line(tmp_path: Path) -> None:
+    """It may be a URL with a password: the workers read it on standard input."""
+    path = _opened(tmp_path / "secret-store.db")
+    report = kill_storm(
+        "storm_stores:ArgvRecordingStore",
+        path,
+        directory=tmp_path / "storm",
+        workers=2,
+        rounds=3,
+        seconds=0,
+    )
+    report.check()
+    lines = [argv.read_text() for argv in tmp_path.glob("secret-store.db.argv-*")]
+    assert len(lines) >= 3  # two workers and the recovery pass (this process)
+    workers = [line for line in lines if "worker" in line]
+    assert len(workers) >= 2
+    assert not [line for line in workers if "secret-store" in line]
 
 
 def test_load_factory_reads_module_and_dotted_callable() -> None:

@@ -1,16 +1,18 @@
-"""Real processes, really killed: worker processes run the host protocol over shared keys
-while the parent kills them with SIGKILL at random moments, then a recovery pass checks
-what survived.
+"""Real processes, really killed: worker processes race for the same claims and run the
+host protocol while the parent kills them with SIGKILL, then a recovery pass checks what
+the store holds.
 
 Each worker builds its store as ``callable(argument)`` from a ``"module:callable"``
 factory, so any store that several processes can share works (SQLite on one file, a
-PostgreSQL or Redis server). The tool's external effect is one line appended to a shared
-log (``run <call id> <attempt> <payload>``), written only after the claim's CAS won; a
-completion acknowledged by the store is logged as ``completed <call id> <attempt>``.
+PostgreSQL or Redis server; :func:`url_store` opens one by URL). The tool's external
+effect is one line appended to a shared log (``run <call id> <attempt> <payload>``),
+written only after the claim's CAS won; a completion acknowledged by the store is logged
+as ``completed <call id> <attempt>``.
 
-    python -m tool_execution_checkpoint.testing.processes worker FACTORY ARGUMENT ...
+    python -m tool_execution_checkpoint.testing.processes worker FACTORY KEYS LOG WINDOW NAME SEED
 
-is the worker's entry point; use :func:`kill_storm` from tests.
+is the worker's entry point (the argument comes on standard input, then the parent's
+commands); use :func:`kill_storm` from tests.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import CheckpointError
+from ..opening import open_store
 from ..records import Binding, Checkpoint
 from ..store import CheckpointStore, StoreError, checkpoint_key
 from ..table import Action, Status
@@ -47,7 +50,7 @@ from ..transitions import (
     release_delivery,
 )
 
-__all__ = ["ROUNDS", "KillStormReport", "kill_storm", "load_factory"]
+__all__ = ["ROUNDS", "KillStormReport", "kill_storm", "load_factory", "url_store"]
 
 NOW = "2026-01-01T00:00:00Z"
 _FINISHED = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
@@ -67,6 +70,17 @@ def load_factory(spec: str) -> Callable[[str], CheckpointStore]:
         raise TypeError(f"{spec} is not callable")
     factory: Callable[[str], CheckpointStore] = target
     return factory
+
+
+def url_store(argument: str) -> CheckpointStore:
+    """A factory for a store named by URL: ``argument`` is the JSON text of
+    ``{"url": URL, "options": {...}}``, opened with
+    :func:`tool_execution_checkpoint.opening.open_store` (``options`` are the store's
+    own, such as ``table`` or ``prefix``). ``tool-checkpoint check-store`` storms a URL
+    store through it: each worker process opens the URL itself."""
+    spec = json.loads(argument)
+    store: CheckpointStore = open_store(spec["url"], **spec.get("options", {}))
+    return store
 
 
 def _binding(call_id: str) -> Binding:
@@ -207,16 +221,20 @@ def _passed(store: CheckpointStore, call: int) -> bool:
 
 
 def _worker(
-    factory: str, argument: str, *, keys: int, log_path: str, name: str, seed: int, window: int = 0
+    factory: str, *, keys: int, log_path: str, name: str, seed: int, window: int = 0
 ) -> None:
-    """Open the store, say ``ready``, then obey the parent's lines on standard input:
-    ``arm N`` and ``go N [hold]`` run round N (:func:`_race`); ``free`` starts the
-    free-running phase, which serves calls until the worker is killed."""
+    """Read the store's argument (one JSON string) from the first line of standard input
+    (never the command line, which other users can see: it may be a URL with a
+    password), open the store, say ``ready``, then obey the parent's lines: ``arm N``
+    and ``go N [hold]`` run round N (:func:`_race`); ``free`` starts the free-running
+    phase, which serves calls until the worker is killed or its parent is gone."""
+    parent = os.getppid()
+    commands = sys.stdin.buffer
+    argument = json.loads(commands.readline())
     store = load_factory(factory)(argument)
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     _say("ready")  # the parent kills only workers that got this far
-    commands = sys.stdin.buffer
     for number in range(sys.maxsize):
         words = commands.readline().split()
         if not words:
@@ -227,6 +245,8 @@ def _worker(
         _race(store, int(words[1]), me=me, rng=rng, log=log, commands=commands)
     base = 0
     for number in range(sys.maxsize):
+        if os.getppid() != parent:
+            return  # the storm is over (its parent was killed): nobody reads the effects
         try:
             if window and base < keys:
                 # Every worker works on the same few lowest calls it can still move on,
@@ -370,9 +390,14 @@ class _Storm:
     """The parent's side: spawns, reads, kills and replaces the workers."""
 
     def __init__(
-        self, command: list[str], workers: int, rng: random.Random, report: KillStormReport
+        self,
+        command: list[str],
+        argument: str,
+        workers: int,
+        rng: random.Random,
+        report: KillStormReport,
     ) -> None:
-        self.command, self.rng, self.report = command, rng, report
+        self.command, self.argument, self.rng, self.report = command, argument, rng, report
         self.generation, self.free = 0, False
         self.slots = [self._spawn(slot) for slot in range(workers)]
 
@@ -384,6 +409,7 @@ class _Storm:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         process = _Process(popen)
+        process.send(self.argument)
         if self.free:
             process.send("free")
         return process
@@ -560,10 +586,10 @@ def kill_storm(
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "effects.log"
     rng = random.Random(seed)
-    command = [sys.executable, "-m", __name__, "worker", factory, argument]
+    command = [sys.executable, "-m", __name__, "worker", factory]
     command += [str(keys), str(log_path), str(window)]
     report = KillStormReport()
-    storm = _Storm(command, workers, rng, report)
+    storm = _Storm(command, json.dumps(argument), workers, rng, report)
     try:
         broken = False
         storm.start()
@@ -595,7 +621,6 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     worker = commands.add_parser("worker", help="run the protocol until killed")
     worker.add_argument("factory")
-    worker.add_argument("argument")
     worker.add_argument("keys", type=int)
     worker.add_argument("log")
     worker.add_argument("window", type=int)
@@ -604,7 +629,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     _worker(
         args.factory,
-        args.argument,
         keys=args.keys,
         log_path=args.log,
         name=args.name,
