@@ -112,7 +112,14 @@ def test_every_store_answers_every_bound_as_the_memory_store(
     model, store = MemoryStore(), make(kind)
     _populate(model)
     _populate(store)
-    for statuses in ([Status.READY], [Status.READY, Status.EXECUTING], list(Status)):
+    every = (
+        [],
+        [Status.READY],
+        ["ready", "executing"],  # the statuses' values are statuses too
+        {Status.READY: 1, Status.EXECUTING: 2},  # any collection
+        list(Status),
+    )
+    for statuses in every:
         for arguments in ACCEPTED:
             expected = model.list_records(statuses, **arguments)
             assert store.list_records(statuses, **arguments) == expected, (statuses, arguments)
@@ -128,6 +135,8 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"statuses": "ready"}, "statuses"),
     ({"statuses": ["ready", "bogus-status-value"]}, "statuses"),
     ({"statuses": 7}, "statuses"),
+    ({"statuses": (status for status in [Status.READY])}, "statuses"),  # not a collection
+    ({"statuses": b"ready"}, "statuses"),
     ({"updated_before_us": 1.5}, "updated_before_us"),
     ({"updated_before_us": True}, "updated_before_us"),
     ({"updated_before_us": "123456789"}, "updated_before_us"),
