@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import os
 import signal
 import sys
@@ -50,6 +51,7 @@ from tool_execution_checkpoint.adapters.mcp import (
     IDEMPOTENCY_KEY,
     checkpointed_tool,
 )
+from tool_execution_checkpoint.testing.conformance import leaks
 
 
 class Receipt(BaseModel):
@@ -417,6 +419,82 @@ def test_decorating_refuses_what_the_guard_cannot_keep(tmp_path: Path) -> None:
             decorate(tool)
         assert raised.value.code is ErrorCode.INVALID_ARGUMENT
         assert raised.value.field == field
+
+
+CHAIN_KEY = "chain-key-4b9e1d"
+"""An idempotency key that no exception the server raises may hold, down its chain."""
+
+
+def _caught(tool: Callable[..., Any], errors: list[BaseException]) -> Callable[..., Any]:
+    """``tool`` (a guarded sync or async tool) keeping each exception it raises in
+    ``errors`` before the SDK turns it into the client's error."""
+    if inspect.iscoroutinefunction(tool):
+
+        @functools.wraps(tool)
+        async def caught_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await tool(*args, **kwargs)
+            except Exception as error:
+                errors.append(error)
+                raise
+
+        return caught_async
+
+    @functools.wraps(tool)
+    def caught(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except Exception as error:
+            errors.append(error)
+            raise
+
+    return caught
+
+
+def test_the_errors_a_client_is_told_hold_no_key_down_their_whole_chain() -> None:
+    """An answer raised inside the ``except`` kept the guard's error (its outcome holds
+    the record, the key among it) as ``__context__``, suppressed but there for any
+    reporter that walks the chain."""
+    errors: list[BaseException] = []
+    server = MCPServer("mail")
+    store = MemoryStore()
+
+    @checkpointed_tool(store)
+    def sign_in(to: str) -> str:
+        """Needs the client to sign in first: the call is left uncertain."""
+        del to
+        raise MCPError(INVALID_PARAMS, "sign in first")
+
+    @checkpointed_tool(store)
+    async def charge(amount: int) -> str:
+        """Charge a card: declined."""
+        del amount
+        raise ToolError("card declined")
+
+    server.tool()(_caught(sign_in, errors))
+    server.tool()(_caught(charge, errors))
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            for _ in range(2):  # passed through, then needs reconciliation
+                with pytest.raises(MCPError):
+                    await client.call_tool("sign_in", {"to": "ada"}, meta=key(CHAIN_KEY))
+            with pytest.raises(MCPError):  # the same key with other arguments
+                await client.call_tool("sign_in", {"to": "eve"}, meta=key(CHAIN_KEY))
+            other = key(CHAIN_KEY + "-2")
+            for _ in range(2):  # the tool's error, then ToolRaisedEarlier's answer
+                assert (await client.call_tool("charge", {"amount": 5}, meta=other)).is_error
+
+    run(scenario)
+    answers = errors[1:3] + errors[4:]
+    assert [type(error) for error in answers] == [MCPError, MCPError, ToolError]
+    assert [cast(MCPError, error).data for error in answers[:2]] == [
+        {"status": "needs-execution-reconciliation", "retrySameKey": False},
+        {"code": "BINDING_CONFLICT"},
+    ]
+    for error in answers:
+        assert leaks(error, CHAIN_KEY) is None, error
+        assert (error.__context__, error.__cause__) == (None, None), error
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from tool_execution_checkpoint import CheckpointError, ErrorCode, MemoryStore, SQLiteStore
 from tool_execution_checkpoint.adapters.pydantic_ai import Checkpointed
+from tool_execution_checkpoint.testing.conformance import leaks
 
 
 class Receipt(pydantic.BaseModel):
@@ -292,3 +293,29 @@ def test_model_retry_passes_through_and_the_model_calls_again(tmp_path: Path) ->
     assert model.retried == ["t1"]  # pydantic-ai asked the model to redo the first call
     assert model.returned == [Receipt(message_id="m-1", recipients=["ada@example.com"])]
     assert outbox.count() == 1
+
+
+class OpaqueChainSecret5d1c:
+    """A return type pydantic cannot store; its name must show nowhere in the chain."""
+
+
+@pytest.mark.filterwarnings("ignore:Could not generate return schema:UserWarning")
+def test_a_tool_whose_result_cannot_be_stored_is_refused_naming_no_type_in_the_chain() -> None:
+    """The refusal was raised inside the ``except``: pydantic's error, naming the type,
+    stayed as its ``__context__``. The tool never runs."""
+    runs: list[str] = []
+    agent = _agent(ScriptedModel([("lookup", {}, "t1")]), MemoryStore())
+
+    @agent.tool_plain
+    def lookup() -> OpaqueChainSecret5d1c:
+        runs.append("lookup")
+        return OpaqueChainSecret5d1c()
+
+    with pytest.raises(CheckpointError) as raised:
+        _run(agent, "conv-1")
+
+    assert raised.value.code is ErrorCode.INVALID_ARGUMENT
+    assert "pydantic cannot store" in str(raised.value)
+    assert leaks(raised.value, OpaqueChainSecret5d1c.__name__) is None
+    assert (raised.value.__context__, raised.value.__cause__) == (None, None)
+    assert runs == []

@@ -608,3 +608,27 @@ def test_a_stored_result_that_does_not_rebuild_is_invalid_naming_no_value() -> N
     assert by_pydantic.value.code is ErrorCode.INVALID_CHECKPOINT
     assert "ValidationError" in str(by_pydantic.value)
     assert leaks(by_pydantic.value, CHAIN_SECRET) is None
+
+
+class GuardChainSecret7f3a:
+    """A return type pydantic cannot build a schema for; its name is the secret."""
+
+
+def test_an_annotation_that_cannot_be_stored_names_it_nowhere_in_the_chain() -> None:
+    """The refusals were raised inside the ``except`` with ``from None``: suppressed, the
+    NameError and pydantic's error (each naming the type) stayed as ``__context__``."""
+    secret = GuardChainSecret7f3a.__name__
+
+    def unresolvable() -> GuardChainSecret7f3aMissing:  # type: ignore[name-defined]  # noqa: F821
+        raise AssertionError("never run")
+
+    with pytest.raises(CheckpointError) as unresolved:
+        checkpointed(MemoryStore())(unresolvable)
+    with pytest.raises(CheckpointError) as refused:
+        result_codec(GuardChainSecret7f3a)
+    assert "cannot be resolved" in str(unresolved.value)
+    assert "pydantic cannot store" in str(refused.value)
+    for caught in (unresolved, refused):
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+        assert leaks(caught.value, secret) is None
+        assert (caught.value.__context__, caught.value.__cause__) == (None, None)

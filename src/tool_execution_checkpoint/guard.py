@@ -240,11 +240,13 @@ def _return_annotation(tool: Callable[..., Any]) -> object:
     try:
         return typing.get_type_hints(holder, globalns=getattr(tool, "__globals__", None))["return"]
     except Exception:  # an unresolvable name: the caller says how to store the result
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "cannot be resolved: pass codec= to checkpointed",
-            field="return annotation",
-        ) from None
+        pass
+    # Raised outside the except: the NameError (it quotes the name) is not the context.
+    raise CheckpointError(
+        ErrorCode.INVALID_ARGUMENT,
+        "cannot be resolved: pass codec= to checkpointed",
+        field="return annotation",
+    )
 
 
 def result_codec(annotation: object) -> ResultCodec[Any]:
@@ -268,11 +270,13 @@ def result_codec(annotation: object) -> ResultCodec[Any]:
     try:
         return _PydanticCodec(pydantic.TypeAdapter(cast(Any, annotation)))
     except pydantic.PydanticUserError:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "is a type pydantic cannot store: pass codec= to checkpointed",
-            field="return annotation",
-        ) from None
+        pass
+    # Raised outside the except: pydantic's error (it names the type) is not the context.
+    raise CheckpointError(
+        ErrorCode.INVALID_ARGUMENT,
+        "is a type pydantic cannot store: pass codec= to checkpointed",
+        field="return annotation",
+    )
 
 
 def to_json(value: object) -> JSONValue:

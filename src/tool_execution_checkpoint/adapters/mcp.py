@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import Context
@@ -151,6 +151,37 @@ def _answer(error: Exception) -> Exception:
             message = str(error)
         return MCPError(INVALID_PARAMS, message, data={"code": error.code.value})
     return error
+
+
+_NOT_ANSWERED = (CallNotAnswered, ToolRaisedEarlier, CheckpointError)
+"""The guard's errors that :func:`_answer` turns into what the client is told."""
+
+
+def _answered(
+    guard: ToolGuard, identity: str, arguments: dict[str, Any], tool: Callable[[], Any]
+) -> Any:
+    """``guard.call``, its errors turned into the client's answer, raised outside the
+    ``except``: no ``__context__`` keeps the guard's error, whose outcome holds the record
+    (the key among it, and for some statuses the payload)."""
+    try:
+        return guard.call(identity, arguments, tool)
+    except _NOT_ANSWERED as error:
+        answer = _answer(error)
+    raise answer
+
+
+async def _answered_async(
+    guard: ToolGuard,
+    identity: str,
+    arguments: dict[str, Any],
+    tool: Callable[[], Awaitable[Any]],
+) -> Any:
+    """The asyncio twin of :func:`_answered`."""
+    try:
+        return await guard.call_async(identity, arguments, tool)
+    except _NOT_ANSWERED as error:
+        answer = _answer(error)
+    raise answer
 
 
 def _returns_input_required(annotation: object) -> bool:
@@ -259,10 +290,7 @@ def checkpointed_tool(
                 identity, arguments, call = prepare(kwargs)
                 if identity is None:
                     return await run_async(**call)
-                try:
-                    return await guard.call_async(identity, arguments, lambda: run_async(**call))
-                except (CallNotAnswered, ToolRaisedEarlier, CheckpointError) as error:
-                    raise _answer(error) from None
+                return await _answered_async(guard, identity, arguments, lambda: run_async(**call))
 
             wrapper: Callable[..., Any] = guarded_async
         else:
@@ -272,10 +300,7 @@ def checkpointed_tool(
                 identity, arguments, call = prepare(kwargs)
                 if identity is None:
                     return run(**call)
-                try:
-                    return guard.call(identity, arguments, lambda: run(**call))
-                except (CallNotAnswered, ToolRaisedEarlier, CheckpointError) as error:
-                    raise _answer(error) from None
+                return _answered(guard, identity, arguments, lambda: run(**call))
 
             wrapper = guarded
         _present_as(wrapper, tool, signature, add_context=added)
