@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from contract_stores import JsonFilesStore
 from tool_execution_checkpoint import Checkpoint
@@ -72,6 +73,9 @@ class ProcessLocalStore(PlainSQLiteStore):
     under a lock that only this process's threads share: atomic within one process,
     racy across processes (threaded stress passes it, the kill storm must not)."""
 
+    gap = 0.001
+    """Seconds between the read and the write: a round trip to a server."""
+
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.lock = threading.Lock()
@@ -82,10 +86,18 @@ class ProcessLocalStore(PlainSQLiteStore):
             row = self.db.execute("SELECT revision FROM c WHERE key = ?", (key,)).fetchone()
             if row is None or row[0] != expected_revision:
                 return False
-            time.sleep(0.001)  # a round trip between the read and the write
+            if self.gap:
+                time.sleep(self.gap)  # a round trip between the read and the write
             sql = "UPDATE c SET revision = ?, record = ? WHERE key = ?"
             self.db.execute(sql, (record.revision, record.to_json(), key))
             return True
+
+
+class GaplessProcessLocalStore(ProcessLocalStore):
+    """Broken as ProcessLocalStore, with nothing between the read and the write but
+    SQLite's own work: the narrowest window this bug has on one file."""
+
+    gap = 0.0
 
 
 class ThreadLockedFilesStore(JsonFilesStore):
@@ -118,3 +130,10 @@ class ArgvRecordingStore(PlainSQLiteStore):
         super().__init__(path)
         with open(f"{path}.argv-{os.getpid()}", "w", encoding="utf-8") as handle:
             handle.write("\0".join(sys.orig_argv))
+
+
+def process_local_url(argument: str) -> ProcessLocalStore:
+    """check-store's storm argument (the JSON of a sqlite URL and its options) opened as
+    a ProcessLocalStore on the URL's file: the broken store behind a URL."""
+    url = json.loads(argument)["url"]
+    return ProcessLocalStore(unquote(urlsplit(url).path))

@@ -55,6 +55,7 @@ def test_an_honest_store_survives_the_default_storm(factory: str, tmp_path: Path
 
 PROCESS_LOCAL = [
     "storm_stores:ProcessLocalStore",
+    "storm_stores:GaplessProcessLocalStore",
     "storm_stores:ThreadLockedFilesStore",
 ]
 
@@ -65,7 +66,8 @@ def test_the_default_storm_catches_a_store_atomic_only_within_one_process(
 ) -> None:
     """Every round the workers' compare-and-swaps from one revision overlap: a store
     whose CAS is atomic only among one process's threads lets two win. The storm stops
-    at the first such round; in every measured run that was one of the first two."""
+    at the first such round: in 110 measured runs at the defaults it was round 1 or 2
+    (the README's "Testing a store" has the numbers)."""
     report = kill_storm(factory, _argument(factory, tmp_path), directory=tmp_path / "storm")
     assert report.rounds <= ROUNDS
     with pytest.raises(AssertionError, match=r"round-\d+: the tool ran \d+ times"):
