@@ -1,12 +1,45 @@
-"""RedisStore and AsyncRedisStore: checkpoint stores on a Redis server (redis-py).
+"""RedisStore and AsyncRedisStore: checkpoint stores on a Redis server or a Redis
+Cluster (redis-py).
 
-Layout, under a prefix (``"tec:"`` by default) that the store owns entirely:
+Layout on one server, under a prefix (``"tec:"`` by default) that the store owns entirely:
 
 - ``{prefix}rec:{key}``: a hash ``{revision, status, updated_us, record}``, where
   ``record`` is the exact JSON text of :meth:`Checkpoint.to_json` (UTF-8) and the other
   fields are copies the scripts compare and index by;
 - ``{prefix}idx:{status}``: one sorted set per status, member = key, score =
   ``updated_us`` (microseconds since the epoch), for :meth:`RedisStore.list_records`.
+
+Layout on a Redis Cluster (a ``redis+cluster://`` URL or a RedisCluster client). A Lua
+script may touch keys of one hash slot only, and the single-server scripts touch a record
+and global indexes in different slots (CROSSSLOT). So the keys are split into
+:data:`CLUSTER_SHARDS` (16) fixed shards: ``key`` belongs to shard ``sha256(key)[0] mod
+16``, its hash is ``{prefix}{TAG}rec:{key}`` and its shard's indexes are
+``{prefix}{TAG}idx:{status}``, ``TAG`` being the shard's hash tag (``_SHARD_TAGS``). A
+record and the indexes its scripts touch share the tag, hence one slot and one master:
+each script still runs atomically on one node. Why fixed shards with tags of their own:
+a tag per record would leave no index to list by, and one tag for everything would put
+every record on one master. Sixteen shards spread the records over up to 16 masters
+while a listing costs 16 small scripts (pipelined, one connection per master). The tags
+hash into the 16 sixteenths of the slot space, so equal contiguous slot ranges get equal
+shares. The price: a shard is one slot, and while a resharding moves that slot, writes
+to its records are refused (TRYAGAIN, not applied). The prefix must not hold ``{`` or
+``}`` on a cluster (the tag must be the key's first ``{...}``).
+
+The single-server layout did not change, so a database written before cluster support
+reads as before. The two layouts cannot be confused: a cluster store runs only on a
+cluster (a server without cluster mode is refused with RedisConfigurationError), and a
+single-server store on a cluster node is refused by the server (CROSSSLOT or MOVED,
+RedisCommandError, nothing applied).
+
+Routing on a cluster: each command goes to the master that owns its slot in redis-py's
+slot map (``RedisCluster.nodes_manager``), on one connection of that node's pool, sent
+once. MOVED (the map is updated), ASK (``ASKING`` first, on the named node) and TRYAGAIN
+(after 50 ms) mean the command did not run, so it is sent again, at most 5 times in all,
+then RedisUnavailableError. CLUSTERDOWN and CROSSSLOT are RedisCommandError, nothing
+applied. A failure to connect is RedisUnavailableError (nothing sent). A connection lost
+after a write went out is RedisOutcomeUnknownError. After either, the slot map is read
+again before the next command. Failover loses acknowledged writes (replication is
+asynchronous): see :class:`RedisStore` and the README.
 
 Every write is one Lua script run with EVALSHA, so Redis runs it atomically:
 create-if-absent inserts the hash only if the key does not exist (SET NX semantics) and
@@ -18,7 +51,8 @@ one read-only script for listings. Every record read goes through
 :func:`~tool_execution_checkpoint.store.decode_stored`.
 
 Round trips: create 1, get 1, CAS 1 (plus SCRIPT LOAD and a second EVALSHA once after
-the server lost its script cache: a restart, a failover or SCRIPT FLUSH).
+the server lost its script cache: a restart, a failover or SCRIPT FLUSH; plus one per
+MOVED, ASK or TRYAGAIN answer on a cluster).
 
 Needs Redis 7.0 or newer: the write scripts start with a ``#!lua`` shebang, so Redis
 refuses them before they run (nothing half-written) when it is out of memory, a
@@ -37,24 +71,37 @@ NOSCRIPT means the script did not run) and classifies failures by when they happ
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import threading
+import time
 import warnings
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
+from redis.connection import parse_url
+from redis.crc import key_slot
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     BusyLoadingError,
+    ClusterCrossSlotError,
+    ClusterDownError,
     MaxConnectionsError,
+    MovedError,
     NoScriptError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -77,6 +124,7 @@ from .table import TABLE, Status
 from .validation import check_identifier, timestamp_microseconds
 
 __all__ = [
+    "CLUSTER_SHARDS",
     "DEFAULT_PREFIX",
     "SCRIPTS",
     "AsyncRedisStore",
@@ -103,6 +151,24 @@ _CEILING = TABLE.limits.ceiling_max_payload_bytes
 _STATUSES = tuple(Status)
 _FETCH_CHUNK = 256
 """How many records one listing round trip fetches at most."""
+
+CLUSTER_SHARDS = 16
+"""How many shards a cluster store spreads its keys over (fixed: the layout depends on
+it; every process on one cluster must agree)."""
+
+_SHARD_TAGS = (
+    "tec00-0", "tec01-3", "tec02-23", "tec03-20", "tec04-60", "tec05-63", "tec06-40",
+    "tec07-43", "tec08-23", "tec09-20", "tec10-10", "tec11-13", "tec12-22", "tec13-21",
+    "tec14-1", "tec15-2",
+)  # fmt: skip
+"""The hash tag of each shard. Tag ``i`` hashes to a slot in ``[1024 i, 1024 (i + 1))``
+(CRC16 mod 16384, as Redis computes it), so the shards cover the slot space evenly and a
+cluster whose masters own contiguous slot ranges of similar size (what ``redis-cli
+--cluster create`` makes) gets a similar number of shards on each master."""
+
+_REDIRECTS = 5
+"""How many times a cluster store sends a command that was answered MOVED, ASK or
+TRYAGAIN (each such answer means the command did not run) before giving up."""
 
 _T = TypeVar("_T")
 OnWeak = Literal["raise", "warn", "ignore"]
@@ -172,15 +238,37 @@ _COMMAND_HINTS = {
     "BUSY": "a long-running script blocks the server; wait, or end it with SCRIPT KILL",
     "NOSCRIPT": "the server dropped the store's script again right after loading it",
     "NOREPLICAS": "the server's min-replicas-to-write is not met; check the replicas",
+    "CROSSSLOT": "the server is a Redis Cluster node: open the store with a "
+    "redis+cluster:// URL or a redis.cluster.RedisCluster client",
+    "MOVED": "the server is a Redis Cluster node: open the store with a "
+    "redis+cluster:// URL or a redis.cluster.RedisCluster client",
+    "ASK": "the server is a Redis Cluster node: open the store with a "
+    "redis+cluster:// URL or a redis.cluster.RedisCluster client",
+    "CLUSTERDOWN": "the Redis Cluster is down (a slot has no reachable master); wait for "
+    "it to recover, the write was not applied",
+    "TRYAGAIN": "the Redis Cluster is moving the record's slot; retry shortly, the write "
+    "was not applied",
 }
 
 
 def _error_code(error: ResponseError) -> str:
+    for kind, name in _CLUSTER_CODES:
+        if isinstance(error, kind):
+            return name
     code = getattr(error, "status_code", None)
     if isinstance(code, str) and code:
         return code
     first = str(error).split(" ", 1)[0]
     return first if first.isalpha() and first.isupper() else "ERR"
+
+
+_CLUSTER_CODES: tuple[tuple[type[ResponseError], str], ...] = (
+    (MovedError, "MOVED"),  # before AskError: redis-py's MovedError is an AskError
+    (AskError, "ASK"),
+    (TryAgainError, "TRYAGAIN"),
+    (ClusterDownError, "CLUSTERDOWN"),
+    (ClusterCrossSlotError, "CROSSSLOT"),
+)
 
 
 def _within(timeout: object) -> str:
@@ -304,20 +392,33 @@ class _Script:
 
     def call(self, keys: Sequence[bytes], args: Sequence[bytes], *, write: bool) -> _Request:
         command = (b"EVALSHA", self.sha, str(len(keys)).encode("ascii"), *keys, *args)
-        return _Request(command, write=write, script=self)
+        return _Request(command, write=write, script=self, route=keys[0])
 
 
 @dataclass(frozen=True, slots=True)
 class _Request:
     """One command to send once. ``write`` says whether a failure after sending leaves
-    the outcome unknown; ``script`` is set for EVALSHA, to answer NOSCRIPT."""
+    the outcome unknown; ``script`` is set for EVALSHA, to answer NOSCRIPT; ``route`` is
+    a key the command touches (all its keys share its slot), by which a cluster store
+    finds the master to send it to (None: a server command, sent to a node named by the
+    caller)."""
 
     args: tuple[bytes, ...]
     write: bool
     script: _Script | None = None
+    route: bytes | None = None
 
 
-_Operation = Generator[_Request, object, _T]
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Reads whose order does not matter, answered as a list in the same order. A
+    cluster store pipelines them, one connection per master; a single-node store sends
+    them one by one."""
+
+    requests: tuple[_Request, ...]
+
+
+_Operation = Generator[_Request | _Batch, object, _T]
 
 # Both write scripts check every key they will write before writing any, so that a
 # script that does not return 1 has changed nothing (a foreign value at an index key
@@ -519,18 +620,58 @@ def _check_on_weak(on_weak: object) -> OnWeak:
 
 
 class _Layout:
-    """Key names, argument checks and the operations as generators of requests."""
+    """Key names, argument checks and the operations as generators of requests.
 
-    def __init__(self, prefix: object) -> None:
+    A single-node layout has one shard whose keys are ``{prefix}rec:{key}`` and
+    ``{prefix}idx:{status}``; a cluster layout has :data:`CLUSTER_SHARDS` shards whose
+    keys carry the shard's hash tag, ``{prefix}{{tag}}rec:{key}`` and
+    ``{prefix}{{tag}}idx:{status}`` (see the module docstring)."""
+
+    def __init__(self, prefix: object, *, cluster: bool = False) -> None:
         self.prefix = check_identifier(prefix, "prefix", ErrorCode.INVALID_ARGUMENT)
+        if cluster and ("{" in self.prefix or "}" in self.prefix):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "must not hold { or } on a Redis Cluster: the store's hash tags follow it",
+                field="prefix",
+            )
+        self.cluster = cluster
         encoded = self.prefix.encode("utf-8")
-        self._records = encoded + b"rec:"
-        self._indexes = {status: encoded + b"idx:" + status.value.encode() for status in Status}
+        heads = (
+            tuple(encoded + b"{" + tag.encode("ascii") + b"}" for tag in _SHARD_TAGS)
+            if cluster
+            else (encoded,)
+        )
+        self._records = tuple(head + b"rec:" for head in heads)
+        self._indexes = tuple(
+            {status: head + b"idx:" + status.value.encode() for status in Status} for head in heads
+        )
         self._status_names = tuple(status.value.encode() for status in _STATUSES)
-        self._all_indexes = tuple(self._indexes[status] for status in _STATUSES)
+        self._all_indexes = tuple(
+            tuple(indexes[status] for status in _STATUSES) for indexes in self._indexes
+        )
+
+    @property
+    def shards(self) -> int:
+        """How many shards the layout has: 1 on a single node."""
+        return len(self._records)
+
+    def shard_of(self, key: str) -> int:
+        """The shard that holds ``key``'s record and index entries."""
+        if not self.cluster:
+            return 0
+        return hashlib.sha256(key.encode("utf-8")).digest()[0] % CLUSTER_SHARDS
 
     def record_key(self, key: str) -> bytes:
-        return self._records + key.encode("utf-8")
+        return self._records[self.shard_of(key)] + key.encode("utf-8")
+
+    def index_key(self, key: str, status: Status) -> bytes:
+        """The index of ``status`` in ``key``'s shard."""
+        return self._indexes[self.shard_of(key)][status]
+
+    def shard_indexes(self, shard: int) -> Mapping[Status, bytes]:
+        """The per-status indexes of one shard."""
+        return self._indexes[shard]
 
     def create(self, key: str, record: Checkpoint) -> _Operation[bool]:
         record = check_create(key, record)
@@ -541,7 +682,7 @@ class _Layout:
             record.to_json().encode("utf-8"),
             key.encode("utf-8"),
         )
-        keys = (self.record_key(key), self._indexes[record.status])
+        keys = (self.record_key(key), self.index_key(key, record.status))
         return _answer((yield _CREATE.call(keys, args, write=True)))
 
     def swap(self, key: str, expected_revision: int, record: Checkpoint) -> _Operation[bool]:
@@ -555,20 +696,20 @@ class _Layout:
             key.encode("utf-8"),
             *self._status_names,
         )
-        keys = (self.record_key(key), *self._all_indexes)
+        keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
         return _answer((yield _SWAP.call(keys, args, write=True)))
 
     def get(self, key: str) -> _Operation[Mapping[str, Any] | None]:
         check_key(key)
         name = self.record_key(key)
-        reply = yield _Request((b"HGET", name, b"record"), write=False)
+        reply = yield _Request((b"HGET", name, b"record"), write=False, route=name)
         if reply is None:
             # No record field: an absent key, or a hash without it (broken). The store
             # never deletes a hash, so once EXISTS saw it, a second HGET that still finds
             # no field is a broken record, not one created meanwhile.
-            if not (yield _Request((b"EXISTS", name), write=False)):
+            if not (yield _Request((b"EXISTS", name), write=False, route=name)):
                 return None
-            reply = yield _Request((b"HGET", name, b"record"), write=False)
+            reply = yield _Request((b"HGET", name, b"record"), write=False, route=name)
             if reply is None:
                 raise CheckpointError(
                     ErrorCode.INVALID_CHECKPOINT, "the record's hash has no record field"
@@ -586,18 +727,34 @@ class _Layout:
         if not query.statuses:
             return []
         before, after = query.updated_before_us, query.after_key
-        indexes = tuple(self._indexes[status] for status in _STATUSES if status in query.statuses)
-        reply = yield _CANDIDATES.call(indexes, (_score_bound(before),), write=False)
-        members = {_text(member) for member in _array(reply)}
+        wanted = tuple(status for status in _STATUSES if status in query.statuses)
+        members: set[str] = set()
+        bound = _score_bound(before)
+        shards = tuple(  # one script per shard: each touches one slot
+            _CANDIDATES.call(tuple(indexes[status] for status in wanted), (bound,), write=False)
+            for indexes in self._indexes
+        )
+        for reply in _array((yield _Batch(shards))):
+            members.update(_text(member) for member in _array(reply))
         candidates = sorted(member for member in members if after is None or member > after)
         found: list[RecordSummary | BrokenRecord] = []
         position = 0
         while position < len(candidates) and len(found) < query.limit:
             chunk = candidates[position : position + min(query.limit - len(found), _FETCH_CHUNK)]
             position += len(chunk)
-            keys = tuple(self.record_key(key) for key in chunk)
-            texts = _array((yield _FETCH.call(keys, (), write=False)))
-            for key, text in zip(chunk, texts, strict=True):
+            by_shard: dict[int, list[str]] = {}
+            for key in chunk:
+                by_shard.setdefault(self.shard_of(key), []).append(key)
+            groups = [by_shard[shard] for shard in sorted(by_shard)]
+            fetches = tuple(
+                _FETCH.call(tuple(self.record_key(key) for key in group), (), write=False)
+                for group in groups
+            )
+            texts: dict[str, object] = {}
+            for group, reply in zip(groups, _array((yield _Batch(fetches))), strict=True):
+                texts.update(zip(group, _array(reply), strict=True))
+            for key in chunk:
+                text = texts[key]
                 if text is None or text is False:  # Lua's false for a missing hash
                     continue
                 line = _listed(key, text)
@@ -708,10 +865,102 @@ class _AsyncPool(Protocol):
     async def release(self, connection: _AsyncConnection) -> None: ...
 
 
+class _Node(Protocol):
+    """A cluster node as redis-py's NodesManager keeps it (sync and asyncio)."""
+
+    name: str
+
+
+class _SyncNodes(Protocol):
+    """redis.cluster.NodesManager, as far as the store uses it."""
+
+    def get_node_from_slot(self, slot: int) -> _Node: ...
+
+    def get_node(self, host: str | None = ..., port: int | None = ...) -> _Node | None: ...
+
+    def move_slot(self, error: MovedError) -> None: ...
+
+    def initialize(self) -> None: ...
+
+
+class _SyncCluster(Protocol):
+    """redis.cluster.RedisCluster, as far as the store uses it."""
+
+    nodes_manager: _SyncNodes
+
+    def get_redis_connection(self, node: _Node) -> redis.Redis: ...
+
+    def get_primaries(self) -> list[_Node]: ...
+
+    def close(self) -> None: ...
+
+
+class _AsyncNode(_Node, Protocol):
+    """redis.asyncio.cluster.ClusterNode, as far as the store uses it."""
+
+    connection_kwargs: dict[str, Any]
+
+    def acquire_connection(self) -> Any: ...
+
+    async def disconnect_if_needed(self, connection: Any) -> None: ...
+
+    def release(self, connection: Any) -> None: ...
+
+
+class _AsyncNodes(Protocol):
+    """redis.asyncio.cluster.NodesManager, as far as the store uses it."""
+
+    def get_node_from_slot(self, slot: int) -> _AsyncNode: ...
+
+    def get_node(self, host: str | None = ..., port: int | None = ...) -> _AsyncNode | None: ...
+
+    async def move_slot(self, error: MovedError) -> None: ...
+
+    async def initialize(self) -> None: ...
+
+
+class _AsyncCluster(Protocol):
+    """redis.asyncio.cluster.RedisCluster, as far as the store uses it."""
+
+    nodes_manager: _AsyncNodes
+
+    async def initialize(self) -> Any: ...
+
+    def get_primaries(self) -> list[_AsyncNode]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _NodePool:
+    """One asyncio cluster node's connections as an :class:`_AsyncPool`: a connection
+    connected (AUTH, HELLO) before the store sends anything on it."""
+
+    def __init__(self, node: _AsyncNode) -> None:
+        self._node = node
+        self.connection_kwargs = node.connection_kwargs
+
+    async def get_connection(self) -> _AsyncConnection:
+        connection = self._node.acquire_connection()
+        try:
+            await connection.connect()
+        except BaseException:
+            await connection.disconnect()
+            self._node.release(connection)
+            raise
+        result: _AsyncConnection = connection
+        return result
+
+    async def release(self, connection: _AsyncConnection) -> None:
+        await self._node.disconnect_if_needed(connection)
+        self._node.release(connection)
+
+
 def _invalid_url() -> RedisConfigurationError:
     return RedisConfigurationError(
         "the Redis URL is not valid: use redis://[[user]:password@]host[:port][/db], "
-        "rediss://... or unix://path (the URL is not shown: it may hold a password)"
+        "rediss://..., unix://path, or redis+cluster://[[user]:password@]host[:port] "
+        "(rediss+cluster://...) for a Redis Cluster (the URL is not shown: it may hold a "
+        "password)"
     )
 
 
@@ -741,6 +990,128 @@ def _async_client(url: str, socket_timeout: float, connect_timeout: float) -> re
     raise _invalid_url()
 
 
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def _plain_cluster_url(url: str) -> str | None:
+    """The ``redis://`` (``rediss://``) URL of a ``redis+cluster://``
+    (``rediss+cluster://``) URL, which redis-py's cluster clients take; None for any
+    other URL."""
+    scheme, separator, rest = url.partition("://")
+    plain = _CLUSTER_SCHEMES.get(scheme.lower()) if separator else None
+    return None if plain is None else f"{plain}://{rest}"
+
+
+def _cluster_seed(url: str) -> str:
+    """``host:port`` of the node a cluster URL names, after checking the URL as redis-py
+    will (database 0 only: a cluster has no other)."""
+    options: dict[str, Any] | None
+    try:
+        options = dict(cast(Callable[[str], dict[str, Any]], parse_url)(url))
+    except (ValueError, TypeError, KeyError):  # may quote the URL: not kept as a context
+        options = None
+    if options is None or "host" not in options:
+        raise _invalid_url()
+    if options.get("db", 0) != 0:
+        raise RedisConfigurationError(
+            "a Redis Cluster has only database 0: drop the database from the redis+cluster:// URL"
+        )
+    return f"{options['host']}:{options.get('port', 6379)}"
+
+
+def _sync_cluster(url: str, socket_timeout: float, connect_timeout: float) -> _SyncCluster:
+    """redis-py's cluster client on ``url``; it reads the slot map (CLUSTER SLOTS) when
+    built, so the store builds it on first use."""
+    client: Any = redis.cluster.RedisCluster.from_url(
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=connect_timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+    result: _SyncCluster = client
+    return result
+
+
+def _async_cluster(url: str, socket_timeout: float, connect_timeout: float) -> Any:
+    try:
+        return redis.asyncio.cluster.RedisCluster.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=connect_timeout,
+            retry=AsyncRetry(NoBackoff(), 0),
+        )
+    except (ValueError, TypeError, KeyError, RedisClusterException):  # may quote the URL
+        pass
+    raise _invalid_url()
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in found):
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _cluster_start_failure(error: BaseException, where: str, timeout: object) -> StoreError | None:
+    """The store error for a failure while reading the cluster's slot map (nothing was
+    sent), or None when ``error`` is not a Redis, cluster or OS error."""
+    chain = _chain(error)
+    if not any(isinstance(e, RedisError | RedisClusterException | OSError) for e in chain):
+        return None
+    if any(isinstance(e, AuthenticationError) for e in chain):
+        return _connect_failure(AuthenticationError(), where, timeout)
+    if any("cluster support disabled" in str(e) or "not enabled" in str(e) for e in chain):
+        return RedisConfigurationError(
+            f"the Redis server at {where} is not a Redis Cluster node (cluster mode is "
+            "disabled): open the store with a redis:// URL"
+        )
+    if any(isinstance(e, RedisTimeoutError) for e in chain):
+        reason = f"no answer {_within(timeout)}"
+    else:
+        reason = _os_reason(error, "no node answered with the cluster's slot map")
+    return RedisUnavailableError(
+        f"cannot read the slot map of the Redis Cluster at {where} ({reason}): check that "
+        "its nodes run, that the URL's host and port name one of them and that the "
+        "cluster is up (cluster_state:ok)"
+    )
+
+
+def _not_covered(where: str) -> RedisUnavailableError:
+    return RedisUnavailableError(
+        f"no master of the Redis Cluster at {where} serves the record's slot: the cluster "
+        "is down or being resharded; nothing was sent, retry shortly"
+    )
+
+
+def _redirected(where: str) -> RedisUnavailableError:
+    return RedisUnavailableError(
+        f"the Redis Cluster at {where} redirected the store's command {_REDIRECTS} times "
+        "(MOVED, ASK or TRYAGAIN: it never ran, nothing was applied): its slots are "
+        "moving; retry shortly"
+    )
+
+
+def _merged(reports: Sequence[tuple[str, DurabilityReport]]) -> DurabilityReport:
+    """One report for a cluster: a setting is shown when every master agrees on it
+    (None otherwise), and every master's problems are listed under its name."""
+
+    def agreed(values: list[str | None]) -> str | None:
+        return values[0] if values and len(set(values)) == 1 else None
+
+    problems = [f"{name}: {problem}" for name, report in reports for problem in report.problems]
+    if not reports:
+        problems.append("the cluster's slot map names no master")
+    return DurabilityReport(
+        agreed([report.appendonly for _, report in reports]),
+        agreed([report.appendfsync for _, report in reports]),
+        agreed([report.no_appendfsync_on_rewrite for _, report in reports]),
+        agreed([report.maxmemory_policy for _, report in reports]),
+        tuple(problems),
+    )
+
+
 def _check_url(value: object) -> str:
     if type(value) is not str:
         raise CheckpointError(
@@ -751,7 +1122,13 @@ def _check_url(value: object) -> str:
     return value
 
 
-_ClientT = TypeVar("_ClientT", redis.Redis, redis.asyncio.Redis)
+_REDIRECTS_RAISED = (AskError, TryAgainError)  # MovedError is an AskError
+
+_ClientT = TypeVar(
+    "_ClientT",
+    redis.Redis | redis.cluster.RedisCluster,
+    redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
+)
 
 
 class _RedisStoreBase(Generic[_ClientT]):
@@ -760,23 +1137,51 @@ class _RedisStoreBase(Generic[_ClientT]):
 
     _CLIENT: ClassVar[type[Any]]
     """The client class: redis.Redis or redis.asyncio.Redis."""
+    _CLUSTER: ClassVar[type[Any]]
+    """The cluster client class: redis.cluster.RedisCluster or its asyncio twin."""
     _pool: Any
+    _client: Any
 
     @staticmethod
-    def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> _ClientT:
+    def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> Any:
         """A client of the store's kind on ``url``, owned by the store."""
         raise NotImplementedError
 
+    def _adopt_cluster(
+        self, url: str | None, socket_timeout: float, connect_timeout: float
+    ) -> None:
+        """Keep the cluster client passed in (``url`` None, in ``_client``) or arrange
+        one on ``url``."""
+        raise NotImplementedError
+
     def __init__(self, client_or_url: _ClientT | str, *, prefix: str = DEFAULT_PREFIX) -> None:
-        self._layout = _Layout(prefix)
-        self._client: _ClientT
-        if isinstance(client_or_url, self._CLIENT):
+        self._setup(client_or_url, prefix, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
+
+    def _setup(
+        self, client_or_url: object, prefix: str, socket_timeout: float, connect_timeout: float
+    ) -> None:
+        self._stale = False
+        self._owns_client = False
+        if isinstance(client_or_url, self._CLUSTER):
+            self._layout = _Layout(prefix, cluster=True)
             self._client = client_or_url
-            self._owns_client = False
+            startup = list(getattr(client_or_url.nodes_manager, "startup_nodes", {}))
+            self._where = startup[0] if startup else "a Redis Cluster"
+            self._adopt_cluster(None, socket_timeout, connect_timeout)
+            return
+        if isinstance(client_or_url, self._CLIENT):
+            self._layout = _Layout(prefix)
+            self._client = client_or_url
         else:
             url = _check_url(client_or_url)
-            self._client = self._new_client(url, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
+            plain = _plain_cluster_url(url)
+            self._layout = _Layout(prefix, cluster=plain is not None)
             self._owns_client = True
+            if plain is not None:
+                self._where = _cluster_seed(plain)
+                self._adopt_cluster(plain, socket_timeout, connect_timeout)
+                return
+            self._client = self._new_client(url, socket_timeout, connect_timeout)
         self._pool = self._client.connection_pool
         self._where = _where(self._pool.connection_kwargs)
 
@@ -789,12 +1194,12 @@ class _RedisStoreBase(Generic[_ClientT]):
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> Self:
-        """A store on a client built from ``url`` (``redis://``, ``rediss://`` or
-        ``unix://``), owned by the store. Nothing is contacted until the first call."""
-        store = cls(
-            cls._new_client(_check_url(url), socket_timeout, connect_timeout), prefix=prefix
-        )
-        store._owns_client = True
+        """A store on a client built from ``url``, owned by the store: ``redis://``,
+        ``rediss://`` or ``unix://`` for one server, ``redis+cluster://`` or
+        ``rediss+cluster://`` (``[[user]:password@]host[:port]``, any one node) for a
+        Redis Cluster. Nothing is contacted until the first call."""
+        store = cls.__new__(cls)
+        store._setup(_check_url(url), prefix, socket_timeout, connect_timeout)
         return store
 
     @property
@@ -803,27 +1208,31 @@ class _RedisStoreBase(Generic[_ClientT]):
         return self._layout.prefix
 
     @property
-    def client(self) -> _ClientT:
-        """The redis-py client the store uses."""
-        return self._client
+    def cluster(self) -> bool:
+        """Whether the store is on a Redis Cluster (hash-tagged, sharded layout)."""
+        return self._layout.cluster
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._where}, prefix={self._layout.prefix!r})"
+        where = f"cluster {self._where}" if self._layout.cluster else self._where
+        return f"{type(self).__name__}({where}, prefix={self._layout.prefix!r})"
 
 
 # --- the synchronous store ------------------------------------------------------------------
 
 
-class RedisStore(_RedisStoreBase[redis.Redis]):
-    """A checkpoint store on a Redis server, over a synchronous redis-py client.
+class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
+    """A checkpoint store on a Redis server or a Redis Cluster, over a synchronous
+    redis-py client.
 
     ``RedisStore(client_or_url, *, prefix="tec:")`` takes a ``redis.Redis`` client (the
     store uses its connection pool and does not close it; its retry settings do not
-    apply to the store's commands, which are always sent once) or a URL such as
-    ``redis://:PASSWORD@127.0.0.1:6379/0`` (the store builds and owns the client, with
-    ``socket_timeout`` 5 s and ``socket_connect_timeout`` 2 s unless the URL's query
-    sets them). It is safe to share between threads. ``close()`` closes a client the
-    store built.
+    apply to the store's commands, which are always sent once), a
+    ``redis.cluster.RedisCluster`` client (the store uses its slot map and node pools,
+    never its ``execute_command``), or a URL such as ``redis://:PASSWORD@127.0.0.1:6379/0``
+    or ``redis+cluster://:PASSWORD@10.0.0.1:7000`` (the store builds and owns the
+    client, with ``socket_timeout`` 5 s and ``socket_connect_timeout`` 2 s unless the
+    URL's query sets them). It is safe to share between threads. ``close()`` closes a
+    client the store built.
 
     Contract: ``create_if_absent``, ``get`` and ``compare_and_swap`` as in
     :class:`~tool_execution_checkpoint.store.CheckpointStore`; each write is one atomic
@@ -832,44 +1241,81 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
     subclass whose message names what to fix and never shows a payload or a password:
 
     - :class:`RedisUnavailableError`: no connection (refused, timed out, server
-      loading); nothing was sent, or the operation was a read;
+      loading, no master for the slot, redirected too often); nothing was sent, or the
+      operation was a read, or the cluster answered that the command did not run;
     - :class:`RedisAuthenticationError`: wrong or missing credentials;
     - :class:`RedisCommandError`: the server answered with an error (OOM, READONLY,
-      NOPERM...); the scripts are refused before they run, so nothing was applied;
+      NOPERM, CLUSTERDOWN, CROSSSLOT...); the scripts are refused before they run, so
+      nothing was applied;
     - :class:`RedisOutcomeUnknownError` (an :class:`OutcomeUnknownError`): the
       connection failed or timed out after a write was sent. Read the record back: it
       is either unchanged or exactly the record written (which carries the writer's own
       attempt or delivery id), never in between. Never retry the write blindly: a
       landed CAS retried answers False.
 
-    Durability needs the server to run with ``appendonly yes`` and ``appendfsync
-    always`` (each write is fsynced to the append-only file before Redis replies), with
-    ``no-appendfsync-on-rewrite no`` and a ``maxmemory-policy`` that never evicts the
-    store's keys (``noeviction``). With ``appendfsync everysec`` a crash of the machine
-    (or of the server while the disk is slow) can lose about the last two seconds of
-    acknowledged writes: a won claim may vanish, the record comes back as ready and the
-    tool runs twice. With ``appendonly no`` every write since the last snapshot is
-    lost. :meth:`check_durability` reads these settings and raises, warns or reports.
+    On a cluster, each command goes to the master that owns its slot in redis-py's slot
+    map. A MOVED answer updates the map and an ASK answer sends ``ASKING`` first, and
+    the command is sent again to the named node; TRYAGAIN waits 50 ms and sends it
+    again: each of these answers means the command did not run, so only the last send
+    can have run it (at most 5 sends). A refused connection or a lost one marks the map
+    stale: the next operation reads it again first.
+
+    Durability needs the server (every master of a cluster) to run with ``appendonly
+    yes`` and ``appendfsync always`` (each write is fsynced to the append-only file
+    before Redis replies), with ``no-appendfsync-on-rewrite no`` and a
+    ``maxmemory-policy`` that never evicts the store's keys (``noeviction``). With
+    ``appendfsync everysec`` a crash of the machine (or of the server while the disk is
+    slow) can lose about the last two seconds of acknowledged writes: a won claim may
+    vanish, the record comes back as ready and the tool runs twice. With ``appendonly
+    no`` every write since the last snapshot is lost. :meth:`check_durability` reads
+    these settings (on every master of a cluster) and raises, warns or reports.
 
     Replicas: Redis replicates asynchronously. A write acknowledged by the primary can be
     missing on the replica that a failover (Sentinel, Cluster, a managed service)
     promotes, so acknowledged writes can be lost on failover, with the same double
     execution as above. ``WAIT n timeout`` after a write lowers that risk but does not
     remove it (the promoted replica may not be one that acknowledged); this store does
-    not call WAIT. For the guarantees, run one primary with the settings above and fail
-    over only by hand, after making sure the new primary holds every write. Redis
-    Cluster is not supported (the scripts touch index keys in other slots).
+    not call WAIT. For the guarantees, run one primary per slot range with the settings
+    above and fail over only by hand, after making sure the new primary holds every
+    write (see the README's "Redis Cluster").
 
     The store owns every key under its prefix; two stores on one database need prefixes
     of which neither begins the other.
     """
 
     _CLIENT = redis.Redis
+    _CLUSTER = redis.cluster.RedisCluster
     _pool: _SyncPool
 
     @staticmethod
     def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> redis.Redis:
         return _sync_client(url, socket_timeout, connect_timeout)
+
+    def _adopt_cluster(
+        self, url: str | None, socket_timeout: float, connect_timeout: float
+    ) -> None:
+        self._lock = threading.Lock()
+        self._connect_timeout_s: object = connect_timeout
+        if url is None:
+            self._connect_timeout_s = self._client.nodes_manager.connection_kwargs.get(
+                "socket_connect_timeout"
+            )
+            return
+        self._client = None
+
+        def build() -> _SyncCluster:
+            return _sync_cluster(url, socket_timeout, connect_timeout)
+
+        self._build = build
+
+    @property
+    def client(self) -> redis.Redis | redis.cluster.RedisCluster:
+        """The redis-py client the store uses (a cluster store built from a URL builds
+        its client here, reading the cluster's slot map, if no call did yet)."""
+        if self._layout.cluster:
+            return cast(redis.cluster.RedisCluster, self._cluster_client())
+        client: redis.Redis = self._client
+        return client
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
@@ -903,20 +1349,23 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
         key order after ``after_key``, at most ``limit`` (as
         :meth:`MemoryStore.list_records`).
 
-        One read-only script reads the matching keys of the per-status indexes
-        (ZRANGEBYSCORE, O(log N + M) for M matches), the store sorts them (O(M log M))
-        and fetches the page's records in scripts of up to 256 keys, checking each
-        against the query again. Cost grows with M, the records in the asked statuses
-        before the bound, not with the page: it suits the operator's questions (records
-        stuck in executing, uncertain or delivering), not paging through millions of
-        delivered records. Records that change during the call are shown as they are
-        when fetched, or left out if they no longer match; a page is shorter than
-        ``limit`` only when no more records matched."""
+        One read-only script per shard (one on a single node, :data:`CLUSTER_SHARDS` on
+        a cluster) reads the matching keys of the shard's per-status indexes
+        (ZRANGEBYSCORE, O(log N + M) for M matches), the store sorts their union
+        (O(M log M)) and fetches the page's records in scripts of up to 256 keys (one
+        per shard among them), checking each against the query again. Cost grows with
+        M, the records in the asked statuses before the bound, not with the page: it
+        suits the operator's questions (records stuck in executing, uncertain or
+        delivering), not paging through millions of delivered records. Records that
+        change during the call are shown as they are when fetched, or left out if they
+        no longer match; a page is shorter than ``limit`` only when no more records
+        matched."""
         return self._run(self._layout.list_records(statuses, updated_before_us, after_key, limit))
 
     def check_durability(self, *, on_weak: OnWeak = "raise") -> DurabilityReport:
         """Read the server's persistence settings (CONFIG GET appendonly, appendfsync,
-        no-appendfsync-on-rewrite, maxmemory-policy) and judge them.
+        no-appendfsync-on-rewrite, maxmemory-policy) and judge them; on a cluster, every
+        master's (each problem names its master; a setting is reported when all agree).
 
         Policy: durable means ``appendonly yes``, ``appendfsync always``,
         ``no-appendfsync-on-rewrite no`` and a ``maxmemory-policy`` that is not
@@ -926,12 +1375,17 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
         :class:`RedisDurabilityWarning` and returns the report, ``"ignore"`` returns it.
         """
         policy = _check_on_weak(on_weak)
-        return _apply_policy(self._run(self._layout.durability()), policy)
+        if not self._layout.cluster:
+            return _apply_policy(self._run(self._layout.durability()), policy)
+        self._refreshed(self._cluster_client())
+        primaries = self._cluster_client().get_primaries()
+        reports = [(node.name, self._run(self._layout.durability(), node)) for node in primaries]
+        return _apply_policy(_merged(reports), policy)
 
     def close(self) -> None:
         """Close the client if the store built it (from a URL); a client passed in is
         left to its owner."""
-        if self._owns_client:
+        if self._owns_client and self._client is not None:
             self._client.close()
 
     def __enter__(self) -> RedisStore:
@@ -940,12 +1394,15 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _run(self, operation: _Operation[_T]) -> _T:
+    def _run(self, operation: _Operation[_T], node: _Node | None = None) -> _T:
         try:
             request = next(operation)
             while True:
                 try:
-                    reply = self._execute(request)
+                    if isinstance(request, _Batch):
+                        reply: object = self._execute_batch(request)
+                    else:
+                        reply = self._execute(request, node)
                 except StoreError as error:
                     request = operation.throw(error)
                 else:
@@ -956,31 +1413,171 @@ class RedisStore(_RedisStoreBase[redis.Redis]):
         finally:
             operation.close()
 
-    def _execute(self, request: _Request) -> object:
-        pool = self._pool
+    def _execute(self, request: _Request, node: _Node | None = None) -> object:
+        if not self._layout.cluster:
+            return self._send(self._pool, self._where, request)
+        cluster = self._refreshed(self._cluster_client())
+        manager = cluster.nodes_manager
+        asking = False
+        target = node
+        for _attempt in range(_REDIRECTS):
+            if target is None:
+                target = self._owner(manager, request)
+            pool: Any = cluster.get_redis_connection(target).connection_pool
+            try:
+                return self._send(pool, target.name, request, asking=asking, redirects=True)
+            except MovedError as moved:
+                manager.move_slot(moved)
+                target, asking = node, False
+            except AskError as ask:
+                target = manager.get_node(host=ask.host, port=ask.port)
+                asking = target is not None
+            except TryAgainError:
+                time.sleep(0.05)
+                target, asking = node, False
+            except (RedisUnavailableError, RedisOutcomeUnknownError):
+                self._stale = True
+                raise
+            except RedisCommandError as refused:
+                if refused.code == "CLUSTERDOWN":
+                    self._stale = True
+                raise
+        raise _redirected(self._where)
+
+    def _execute_batch(self, batch: _Batch) -> list[object]:
+        """Each read of ``batch`` answered, in order. On a cluster the reads are
+        pipelined on one connection per master; a read answered with an error (a
+        redirect, NOSCRIPT...) did not run and is sent again alone."""
+        if not self._layout.cluster or len(batch.requests) < 2:
+            return [self._execute(request) for request in batch.requests]
+        cluster = self._refreshed(self._cluster_client())
+        groups: dict[str, tuple[_Node, list[int]]] = {}
+        for position, request in enumerate(batch.requests):
+            owner = self._owner(cluster.nodes_manager, request)
+            groups.setdefault(owner.name, (owner, []))[1].append(position)
+        replies: list[object] = [None] * len(batch.requests)
+        again: list[int] = []
+        for owner, positions in groups.values():
+            pool: Any = cluster.get_redis_connection(owner).connection_pool
+            answers = self._pipelined(pool, owner.name, [batch.requests[p] for p in positions])
+            for position, answer in zip(positions, answers, strict=True):
+                if isinstance(answer, ResponseError):
+                    again.append(position)
+                else:
+                    replies[position] = answer
+        for position in again:
+            replies[position] = self._execute(batch.requests[position])
+        return replies
+
+    def _pipelined(self, pool: _SyncPool, where: str, requests: list[_Request]) -> list[object]:
+        """Send the reads, then read every answer (an error answer as its exception)."""
+        kwargs = pool.connection_kwargs
         try:
             connection = pool.get_connection()
         except Exception as error:
-            failure = _connect_failure(error, self._where, self._connect_timeout())
+            self._stale = True
+            timeout = kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
+            failure = _connect_failure(error, where, timeout)
+            if failure is None:
+                raise
+            raise failure from error
+        answers: list[object] = []
+        try:
+            for request in requests:
+                connection.send_command(*request.args)
+            for _request in requests:
+                try:
+                    answers.append(connection.read_response(disable_decoding=True))
+                except ResponseError as refused:
+                    answers.append(refused)
+        except Exception as error:
+            self._stale = True
+            failure = _exchange_failure(error, requests[0], where, kwargs.get("socket_timeout"))
+            if failure is None:
+                raise
+            raise failure from error
+        finally:
+            pool.release(connection)
+        return answers
+
+    def _send(
+        self,
+        pool: _SyncPool,
+        where: str,
+        request: _Request,
+        *,
+        asking: bool = False,
+        redirects: bool = False,
+    ) -> object:
+        """Send ``request`` once on one connection of ``pool``; a cluster's redirects
+        (``redirects``) are raised as redis-py raised them, every other failure as a
+        store error."""
+        kwargs = pool.connection_kwargs
+        try:
+            connection = pool.get_connection()
+        except Exception as error:
+            timeout = kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
+            failure = _connect_failure(error, where, timeout)
             if failure is None:
                 raise
             raise failure from error
         try:
+            if asking:
+                connection.send_command(b"ASKING")
+                connection.read_response(disable_decoding=True)
             return _exchange(connection, request)
         except Exception as error:
-            failure = _exchange_failure(error, request, self._where, self._socket_timeout())
+            if redirects and isinstance(error, _REDIRECTS_RAISED):
+                raise
+            failure = _exchange_failure(error, request, where, kwargs.get("socket_timeout"))
             if failure is None:
                 raise
             raise failure from error
         finally:
             pool.release(connection)
 
-    def _socket_timeout(self) -> object:
-        return self._pool.connection_kwargs.get("socket_timeout")
+    def _cluster_client(self) -> _SyncCluster:
+        """The cluster client, built (reading the slot map) on first use."""
+        client: _SyncCluster | None = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._client is None:
+                failure: StoreError | None = None
+                try:
+                    self._client = self._build()
+                except Exception as error:  # redis-py's message may quote the URL
+                    failure = _cluster_start_failure(error, self._where, self._connect_timeout_s)
+                    if failure is None:
+                        raise
+                if failure is not None:
+                    raise failure
+            built: Any = self._client
+            return cast(_SyncCluster, built)
 
-    def _connect_timeout(self) -> object:
-        kwargs = self._pool.connection_kwargs
-        return kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
+    def _refreshed(self, cluster: _SyncCluster) -> _SyncCluster:
+        """``cluster``, its slot map read again first when a failure made it stale."""
+        if self._stale:
+            failure: StoreError | None = None
+            try:
+                cluster.nodes_manager.initialize()
+            except Exception as error:
+                failure = _cluster_start_failure(error, self._where, self._connect_timeout_s)
+                if failure is None:
+                    raise
+            if failure is not None:
+                raise failure
+            self._stale = False
+        return cluster
+
+    def _owner(self, manager: _SyncNodes, request: _Request) -> _Node:
+        if request.route is None:  # pragma: no cover - server commands always name a node
+            raise RedisStoreError("a cluster store sent a command with no key and no node")
+        try:
+            return manager.get_node_from_slot(key_slot(request.route))
+        except RedisClusterException:
+            self._stale = True
+        raise _not_covered(self._where)
 
 
 def _exchange(connection: _SyncConnection, request: _Request) -> object:
@@ -1001,11 +1598,13 @@ def _exchange(connection: _SyncConnection, request: _Request) -> object:
 # --- the asyncio store ----------------------------------------------------------------------
 
 
-class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
-    """The asyncio twin of :class:`RedisStore`, over ``redis.asyncio``: the same layout,
-    scripts, errors and guarantees, as coroutines. Use it from one event loop.
-    ``aclose()`` closes a client the store built. Cancelling a write after it was sent
-    leaves its outcome unknown, like :class:`RedisOutcomeUnknownError`: read back.
+class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster]):
+    """The asyncio twin of :class:`RedisStore`, over ``redis.asyncio`` (a
+    ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster`` client, or a URL
+    as for :class:`RedisStore`): the same layout, scripts, routing, errors and
+    guarantees, as coroutines. Use it from one event loop. ``aclose()`` closes a client
+    the store built. Cancelling a write after it was sent leaves its outcome unknown,
+    like :class:`RedisOutcomeUnknownError`: read back.
 
     Durability, as for :class:`RedisStore`: the server must run with ``appendonly yes``,
     ``appendfsync always``, ``no-appendfsync-on-rewrite no`` and ``maxmemory-policy
@@ -1015,11 +1614,29 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
     """
 
     _CLIENT = redis.asyncio.Redis
+    _CLUSTER = redis.asyncio.cluster.RedisCluster
     _pool: _AsyncPool
 
     @staticmethod
     def _new_client(url: str, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:
         return _async_client(url, socket_timeout, connect_timeout)
+
+    def _adopt_cluster(
+        self, url: str | None, socket_timeout: float, connect_timeout: float
+    ) -> None:
+        self._connect_timeout_s: object = connect_timeout
+        if url is None:
+            self._connect_timeout_s = self._client.nodes_manager.connection_kwargs.get(
+                "socket_connect_timeout"
+            )
+            return
+        self._client = _async_cluster(url, socket_timeout, connect_timeout)
+
+    @property
+    def client(self) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
+        """The redis-py client the store uses."""
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster = self._client
+        return client
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`RedisStore.create_if_absent`."""
@@ -1049,7 +1666,14 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
     async def check_durability(self, *, on_weak: OnWeak = "raise") -> DurabilityReport:
         """See :meth:`RedisStore.check_durability`."""
         policy = _check_on_weak(on_weak)
-        return _apply_policy(await self._run(self._layout.durability()), policy)
+        if not self._layout.cluster:
+            return _apply_policy(await self._run(self._layout.durability()), policy)
+        cluster = await self._ready()
+        reports = [
+            (node.name, await self._run(self._layout.durability(), node))
+            for node in cluster.get_primaries()
+        ]
+        return _apply_policy(_merged(reports), policy)
 
     async def aclose(self) -> None:
         """Close the client if the store built it (from a URL)."""
@@ -1062,12 +1686,15 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def _run(self, operation: _Operation[_T]) -> _T:
+    async def _run(self, operation: _Operation[_T], node: _AsyncNode | None = None) -> _T:
         try:
             request = next(operation)
             while True:
                 try:
-                    reply = await self._execute(request)
+                    if isinstance(request, _Batch):
+                        reply: object = await self._execute_batch(request)
+                    else:
+                        reply = await self._execute(request, node)
                 except StoreError as error:
                     request = operation.throw(error)
                 else:
@@ -1078,26 +1705,154 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis]):
         finally:
             operation.close()
 
-    async def _execute(self, request: _Request) -> object:
-        pool = self._pool
+    async def _execute(self, request: _Request, node: _AsyncNode | None = None) -> object:
+        if not self._layout.cluster:
+            return await self._send(self._pool, self._where, request)
+        cluster = await self._ready()
+        manager = cluster.nodes_manager
+        asking = False
+        target = node
+        for _attempt in range(_REDIRECTS):
+            if target is None:
+                target = self._owner(manager, request)
+            pool = _NodePool(target)
+            try:
+                return await self._send(pool, target.name, request, asking=asking, redirects=True)
+            except MovedError as moved:
+                await manager.move_slot(moved)
+                target, asking = node, False
+            except AskError as ask:
+                target = manager.get_node(host=ask.host, port=ask.port)
+                asking = target is not None
+            except TryAgainError:
+                await asyncio.sleep(0.05)
+                target, asking = node, False
+            except (RedisUnavailableError, RedisOutcomeUnknownError):
+                self._stale = True
+                raise
+            except RedisCommandError as refused:
+                if refused.code == "CLUSTERDOWN":
+                    self._stale = True
+                raise
+        raise _redirected(self._where)
+
+    async def _execute_batch(self, batch: _Batch) -> list[object]:
+        """See :meth:`RedisStore._execute_batch`."""
+        if not self._layout.cluster or len(batch.requests) < 2:
+            return [await self._execute(request) for request in batch.requests]
+        cluster = await self._ready()
+        groups: dict[str, tuple[_AsyncNode, list[int]]] = {}
+        for position, request in enumerate(batch.requests):
+            owner = self._owner(cluster.nodes_manager, request)
+            groups.setdefault(owner.name, (owner, []))[1].append(position)
+        replies: list[object] = [None] * len(batch.requests)
+        again: list[int] = []
+        for owner, positions in groups.values():
+            answers = await self._pipelined(
+                _NodePool(owner), owner.name, [batch.requests[p] for p in positions]
+            )
+            for position, answer in zip(positions, answers, strict=True):
+                if isinstance(answer, ResponseError):
+                    again.append(position)
+                else:
+                    replies[position] = answer
+        for position in again:
+            replies[position] = await self._execute(batch.requests[position])
+        return replies
+
+    async def _pipelined(
+        self, pool: _AsyncPool, where: str, requests: list[_Request]
+    ) -> list[object]:
+        """See :meth:`RedisStore._pipelined`."""
         kwargs = pool.connection_kwargs
         try:
             connection = await pool.get_connection()
         except Exception as error:
+            self._stale = True
             timeout = kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
-            failure = _connect_failure(error, self._where, timeout)
+            failure = _connect_failure(error, where, timeout)
             if failure is None:
                 raise
             raise failure from error
+        answers: list[object] = []
         try:
-            return await _async_exchange(connection, request)
+            for request in requests:
+                await connection.send_command(*request.args)
+            for _request in requests:
+                try:
+                    answers.append(await connection.read_response(disable_decoding=True))
+                except ResponseError as refused:
+                    answers.append(refused)
         except Exception as error:
-            failure = _exchange_failure(error, request, self._where, kwargs.get("socket_timeout"))
+            self._stale = True
+            failure = _exchange_failure(error, requests[0], where, kwargs.get("socket_timeout"))
             if failure is None:
                 raise
             raise failure from error
         finally:
             await pool.release(connection)
+        return answers
+
+    async def _send(
+        self,
+        pool: _AsyncPool,
+        where: str,
+        request: _Request,
+        *,
+        asking: bool = False,
+        redirects: bool = False,
+    ) -> object:
+        """See :meth:`RedisStore._send`."""
+        kwargs = pool.connection_kwargs
+        try:
+            connection = await pool.get_connection()
+        except Exception as error:
+            timeout = kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
+            failure = _connect_failure(error, where, timeout)
+            if failure is None:
+                raise
+            raise failure from error
+        try:
+            if asking:
+                await connection.send_command(b"ASKING")
+                await connection.read_response(disable_decoding=True)
+            return await _async_exchange(connection, request)
+        except Exception as error:
+            if redirects and isinstance(error, _REDIRECTS_RAISED):
+                raise
+            failure = _exchange_failure(error, request, where, kwargs.get("socket_timeout"))
+            if failure is None:
+                raise
+            raise failure from error
+        finally:
+            await pool.release(connection)
+
+    async def _ready(self) -> _AsyncCluster:
+        """The cluster client with its slot map read (again, when a failure made it
+        stale)."""
+        cluster: _AsyncCluster = self._client
+        failure: StoreError | None = None
+        try:
+            if self._stale:
+                await cluster.nodes_manager.initialize()
+            await cluster.initialize()
+        except Exception as error:  # redis-py's message may quote the URL
+            failure = _cluster_start_failure(error, self._where, self._connect_timeout_s)
+            if failure is None:
+                raise
+        if failure is not None:
+            raise failure
+        self._stale = False
+        return cluster
+
+    def _owner(self, manager: _AsyncNodes, request: _Request) -> _AsyncNode:
+        if request.route is None:  # pragma: no cover - server commands always name a node
+            raise RedisStoreError("a cluster store sent a command with no key and no node")
+        try:
+            return manager.get_node_from_slot(key_slot(request.route))
+        except RedisClusterException:
+            self._stale = True
+        raise _not_covered(self._where)
 
 
 async def _async_exchange(connection: _AsyncConnection, request: _Request) -> object:
@@ -1115,6 +1870,7 @@ async def _async_exchange(connection: _AsyncConnection, request: _Request) -> ob
 
 
 def open_store(url: str) -> RedisStore:
-    """A :class:`RedisStore` on ``url`` with the default prefix: the factory a process
-    worker names as ``"tool_execution_checkpoint.redis_store:open_store"``."""
+    """A :class:`RedisStore` on ``url`` (a single server's or a cluster's URL) with the
+    default prefix: the factory a process worker names as
+    ``"tool_execution_checkpoint.redis_store:open_store"``."""
     return RedisStore.from_url(url)

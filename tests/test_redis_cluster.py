@@ -1,0 +1,519 @@
+"""RedisStore and AsyncRedisStore on a real 3-master Redis Cluster (Debian's redis-server,
+started on loopback for the session with appendonly yes, appendfsync always and a
+password): the conformance suites with the garbage hook, listings across the shards held
+to MemoryStore, records spread over every master, MOVED and ASK answered by resending to
+the right master, outcomes classified, and a race of real processes with a kill storm."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import redis
+import redis.cluster
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redis.crc import key_slot
+
+from redis_server import (  # noqa: F401
+    RedisCluster,
+    cluster_for,
+    free_port,
+    redis_cluster_url,
+    redis_url,
+    server_for,
+)
+from strategies import identifier_chars, timestamps
+from test_redis_store import write_everywhere
+from tool_execution_checkpoint import (
+    Binding,
+    CheckpointError,
+    ErrorCode,
+    MemoryStore,
+    OutcomeUnknownError,
+    Status,
+    checkpoint_key,
+    claim_execution,
+    create_checkpoint,
+)
+from tool_execution_checkpoint.redis_store import (
+    _SHARD_TAGS,
+    CLUSTER_SHARDS,
+    AsyncRedisStore,
+    RedisAuthenticationError,
+    RedisCommandError,
+    RedisConfigurationError,
+    RedisOutcomeUnknownError,
+    RedisStore,
+    RedisUnavailableError,
+    open_store,
+)
+from tool_execution_checkpoint.store import BrokenRecord, RecordSummary
+from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
+from tool_execution_checkpoint.testing.processes import kill_storm
+
+NOW = "2026-01-01T00:00:00Z"
+LATER = "2026-01-01T00:00:05Z"
+
+
+def fresh_prefix() -> str:
+    return f"c-{uuid.uuid4().hex}:"
+
+
+def binding(call_id: str = "call-1") -> Binding:
+    return Binding("cluster-tests", call_id, "tool", "1", "sha256:0")
+
+
+def cluster_client(url: str) -> redis.cluster.RedisCluster:
+    """A redis-py cluster client beside the store (for raw writes and checks)."""
+    cluster = cluster_for(url)
+    first = cluster.servers[0]
+    return redis.cluster.RedisCluster(host=first.host, port=first.port, password=cluster.password)
+
+
+def node_of(cluster: RedisCluster, name: str) -> Any:
+    """The test server whose host:port is ``name``."""
+    return next(s for s in cluster.servers if f"{s.host}:{s.port}" == name)
+
+
+def error_count(client: redis.Redis, code: str) -> int:
+    stats = cast(dict[str, Any], client.info("errorstats"))
+    entry = stats.get(f"errorstat_{code}", {"count": 0})
+    return int(entry["count"])
+
+
+@pytest.fixture
+def cluster(redis_cluster_url: str) -> RedisCluster:  # noqa: F811
+    return cluster_for(redis_cluster_url)
+
+
+# --- the conformance suites ----------------------------------------------------------------
+
+
+class TestRedisClusterStore(OperableStoreConformance):
+    """Every store of a fresh prefix shares one RedisCluster client (not owned)."""
+
+    harness_examples = max(1, active_profile().max_examples // 2)
+
+    @pytest.fixture(autouse=True)
+    def _client(self, redis_cluster_url: str) -> Iterator[None]:  # noqa: F811
+        self.client = cluster_client(redis_cluster_url)
+        yield
+        self.client.close()
+
+    def make_store(self) -> RedisStore:
+        return RedisStore(self.client, prefix=fresh_prefix())
+
+    def write_raw(self, store: RedisStore, key: str, raw: bytes) -> None:
+        """The bytes as the hash's record field, indexed as delivered at the epoch, in
+        the key's shard (its slot's master, routed by redis-py)."""
+        name = store._layout.record_key(key)
+        fields = {b"revision": b"1", b"status": b"delivered", b"updated_us": b"0", b"record": raw}
+        self.client.hset(name, mapping=fields)  # type: ignore[arg-type]
+        self.client.zadd(store._layout.index_key(key, Status.DELIVERED), {key: 0})
+
+
+class TestAsyncRedisClusterStore(OperableStoreConformance):
+    """The asyncio store on the cluster through the adapter; each store owns its client
+    (built from the cluster URL) and the harness closes it."""
+
+    harness_examples = max(1, active_profile().max_examples // 3)
+    contract_examples = max(1, active_profile().max_examples // 3)
+
+    @pytest.fixture(autouse=True)
+    def _url(self, redis_cluster_url: str) -> None:  # noqa: F811
+        self.url = redis_cluster_url
+
+    def make_store(self) -> AsyncRedisStore:
+        return AsyncRedisStore.from_url(self.url, prefix=fresh_prefix())
+
+    def write_raw(self, store: AsyncRedisStore, key: str, raw: bytes) -> None:
+        """As the sync suite's hook, with a sync cluster client."""
+        client = cluster_client(self.url)
+        try:
+            TestRedisClusterStore.write_raw(
+                cast(Any, SimpleNamespace(client=client)),
+                cast(Any, store),
+                key,
+                raw,
+            )
+        finally:
+            client.close()
+
+
+# --- the layout: hash tags, shards, masters --------------------------------------------------
+
+
+def test_each_shard_tag_hashes_into_its_sixteenth_of_the_slots() -> None:
+    assert len(_SHARD_TAGS) == CLUSTER_SHARDS == 16
+    for shard, tag in enumerate(_SHARD_TAGS):
+        assert key_slot(tag.encode()) // 1024 == shard
+    store = RedisStore.from_url("redis+cluster://127.0.0.1:1", prefix="p:")
+    layout = store._layout
+    keys = [checkpoint_key(binding(f"call-{n}")) for n in range(200)]
+    assert {layout.shard_of(key) for key in keys} == set(range(CLUSTER_SHARDS))
+    for key in keys:
+        record, shard = layout.record_key(key), layout.shard_of(key)
+        assert record == b"p:{" + _SHARD_TAGS[shard].encode() + b"}rec:" + key.encode()
+        # The record and every index of its shard share one slot: a script touches one.
+        slots = {key_slot(layout.index_key(key, status)) for status in Status}
+        assert slots == {key_slot(record)}
+
+
+def test_writes_land_on_every_master(cluster: RedisCluster, redis_cluster_url: str) -> None:  # noqa: F811
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    keys = [checkpoint_key(binding(f"spread-{n}")) for n in range(48)]
+    try:
+        for key in keys:
+            assert store.create_if_absent(key, create_checkpoint(binding(key), created_at=NOW))
+        holders: dict[str, int] = {}
+        for server in cluster.servers:
+            client = server.client()
+            try:
+                found = list(client.scan_iter(match=f"{store.prefix}*rec:*", count=1000))
+                holders[f"{server.host}:{server.port}"] = len(found)
+                for name in found:  # each record sits on the master that owns its slot
+                    owner = cast(Any, store.client).nodes_manager.get_node_from_slot(key_slot(name))
+                    assert owner.name == f"{server.host}:{server.port}"
+            finally:
+                client.close()
+        assert sum(holders.values()) == len(keys)
+        assert all(count > 0 for count in holders.values()), holders
+        assert len(store.list_records([Status.READY])) == len(keys)
+    finally:
+        store.close()
+
+
+listing_keys = st.lists(
+    st.text(identifier_chars, min_size=1, max_size=6) | st.sampled_from(["a", "b", "ab", "é"]),
+    min_size=1,
+    max_size=12,
+    unique=True,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), keys=listing_keys)
+def test_listing_across_shards_answers_as_memory_store_does(
+    redis_cluster_url: str,  # noqa: F811
+    data: st.DataObject,
+    keys: list[str],
+) -> None:
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    model = MemoryStore()
+    try:
+        for key in keys:
+            status = data.draw(st.sampled_from(list(Status)))
+            write_everywhere([store, model], key, status, NOW, data.draw(timestamps()))
+        for _ in range(3):
+            statuses = data.draw(st.sets(st.sampled_from(list(Status))))
+            before = data.draw(st.none() | st.integers(-(2**62), 2**62))
+            limit = data.draw(st.integers(1, 8))
+            after = data.draw(st.none() | st.sampled_from(sorted(keys)))
+            assert store.list_records(
+                statuses, updated_before_us=before, after_key=after, limit=limit
+            ) == model.list_records(
+                statuses, updated_before_us=before, after_key=after, limit=limit
+            )
+            pages: list[RecordSummary | BrokenRecord] = []
+            last = None
+            for _page in range(len(keys) + 1):
+                page = store.list_records(
+                    statuses, updated_before_us=before, after_key=last, limit=limit
+                )
+                if not page:
+                    break
+                assert last is None or page[0].key > last, "a page repeated a key"
+                pages += page
+                last = page[-1].key
+            else:
+                raise AssertionError("paging did not end")
+            assert pages == model.list_records(statuses, updated_before_us=before, limit=10**6)
+    finally:
+        store.close()
+
+
+# --- routing: MOVED and ASK mean the command did not run --------------------------------------
+
+
+def test_a_stale_slot_map_is_corrected_by_moved_and_the_write_lands_once(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    key = checkpoint_key(binding("moved"))
+    try:
+        store.get(key)
+        manager = cast(Any, store.client).nodes_manager
+        slot = key_slot(store._layout.record_key(key))
+        owner = manager.get_node_from_slot(slot)
+        wrong = next(node for node in manager.nodes_cache.values() if node.name != owner.name)
+        manager.slots_cache[slot] = [wrong]  # what a resharding leaves in a client
+        wrong_admin = node_of(cluster, wrong.name).client()
+        moved_before = error_count(wrong_admin, "MOVED")
+        created = create_checkpoint(binding("moved"), created_at=NOW)
+        assert store.create_if_absent(key, created) is True
+        assert error_count(wrong_admin, "MOVED") == moved_before + 1
+        assert manager.get_node_from_slot(slot).name == owner.name
+        claim = claim_execution(created, attempt_id="a-1", at=LATER)
+        assert store.compare_and_swap(key, 1, claim.next) is True
+        assert store.get(key) == claim.next.to_dict()
+        wrong_admin.close()
+    finally:
+        store.close()
+
+
+def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_nothing(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    """A real migration of one shard's slot. While it is MIGRATING, a read of an absent
+    record is answered ASK by the old master and follows to the new one (after
+    ASKING); a write's script, whose keys are split or missing, is answered TRYAGAIN
+    (it did not run) until the store gives up with RedisUnavailableError, nothing
+    applied. Once the slot has moved, the store is answered MOVED and follows."""
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    admins = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
+    try:
+        here = checkpoint_key(binding("here"))
+        layout = store._layout
+        slot = key_slot(layout.record_key(here))
+        absent = next(
+            key
+            for key in (checkpoint_key(binding(f"absent-{n}")) for n in range(1000))
+            if key_slot(layout.record_key(key)) == slot
+        )
+        created = create_checkpoint(binding("here"), created_at=NOW)
+        assert store.create_if_absent(here, created)
+        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
+        target = next(name for name in admins if name != source)
+        ids = {}
+        for name, admin in admins.items():
+            reply = admin.execute_command("CLUSTER", "MYID")
+            ids[name] = reply.decode() if isinstance(reply, bytes) else reply
+        admins[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
+        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
+
+        asked = error_count(admins[source], "ASK")
+        assert store.get(here) == created.to_dict()  # still on the old master
+        assert store.get(absent) is None  # asked to look on the new one
+        assert error_count(admins[source], "ASK") > asked
+        claim = claim_execution(created, attempt_id="a-1", at=LATER)
+
+        def counts() -> dict[str, int]:
+            return {
+                name: admin.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+                for name, admin in admins.items()
+            }
+
+        before = counts()
+        for write in (
+            lambda: store.create_if_absent(absent, create_checkpoint(binding(), created_at=NOW)),
+            lambda: store.compare_and_swap(here, 1, claim.next),
+        ):
+            with pytest.raises(RedisUnavailableError, match="nothing was applied") as refused:
+                write()
+            assert not isinstance(refused.value, OutcomeUnknownError)
+        assert store.get(here) == created.to_dict()
+        assert counts() == before  # no key appeared on either master
+
+        host, port = target.rsplit(":", 1)
+        while keys := admins[source].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            admins[source].execute_command(
+                "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password, "KEYS", *keys
+            )
+        for admin in admins.values():
+            admin.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        moved = error_count(admins[source], "MOVED")
+        assert store.compare_and_swap(here, 1, claim.next) is True
+        assert error_count(admins[source], "MOVED") == moved + 1
+        assert store.get(here) == claim.next.to_dict()
+        assert admins[target].exists(layout.record_key(here)) == 1
+    finally:
+        for admin in admins.values():
+            admin.close()
+        store.close()
+
+
+# --- outcomes, configuration and secrets -----------------------------------------------------
+
+
+def test_a_write_whose_answer_is_late_is_outcome_unknown_and_read_back_decides(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    """The owning master is paused (CLIENT PAUSE) past the store's socket timeout: the
+    write was sent, so the store says the outcome is unknown (it never retries); what
+    reading back shows decides the next step. (Redis drops a paused command whose client
+    went away, so here it did not land.)"""
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix(), socket_timeout=0.5)
+    key = checkpoint_key(binding("late"))
+    created = create_checkpoint(binding("late"), created_at=NOW)
+    try:
+        assert store.create_if_absent(key, created)
+        owner = cast(Any, store.client).nodes_manager.get_node_from_slot(
+            key_slot(store._layout.record_key(key))
+        )
+        admin = node_of(cluster, owner.name).client()
+        claim = claim_execution(created, attempt_id="a-1", at=LATER)
+        admin.client_pause(1500, all=True)
+        started = time.monotonic()
+        with pytest.raises(RedisOutcomeUnknownError) as caught:
+            store.compare_and_swap(key, 1, claim.next)
+        assert time.monotonic() - started < 1.5
+        assert owner.name in str(caught.value)
+        time.sleep(1.6)
+        stored = store.get(key)  # either the old record or exactly the claim
+        assert stored in (created.to_dict(), claim.next.to_dict())
+        landed = stored == claim.next.to_dict()
+        # Decided by what was read back: claim again only if the claim did not land.
+        assert store.compare_and_swap(key, 1, claim.next) is (not landed)
+        assert store.get(key) == claim.next.to_dict()
+        admin.close()
+    finally:
+        store.close()
+
+
+def test_a_single_node_store_on_a_cluster_node_is_refused_before_anything_runs(
+    cluster: RedisCluster,
+) -> None:
+    first = cluster.servers[0]
+    store = RedisStore.from_url(first.url(), prefix=fresh_prefix())
+    try:
+        for number in range(8):  # some land on the first node's slots: CROSSSLOT there
+            key = checkpoint_key(binding(f"single-{number}"))
+            with pytest.raises(RedisCommandError) as caught:
+                store.create_if_absent(key, create_checkpoint(binding(), created_at=NOW))
+            assert caught.value.code in ("CROSSSLOT", "MOVED")
+            assert "redis+cluster://" in str(caught.value)
+            assert not isinstance(caught.value, OutcomeUnknownError)
+    finally:
+        store.close()
+
+
+def test_cluster_urls_that_cannot_work_are_clear_errors_without_secrets(
+    cluster: RedisCluster,
+    redis_url: str,  # noqa: F811
+) -> None:
+    first = cluster.servers[0]
+    wrong = RedisStore.from_url(f"redis+cluster://:hunter2@127.0.0.1:{first.port}")
+    with pytest.raises(RedisAuthenticationError) as refused:
+        wrong.get("k")
+    assert_no_secret(refused.value, "hunter2")
+
+    single = server_for(redis_url)
+    plain = RedisStore.from_url(f"redis+cluster://:{single.password}@127.0.0.1:{single.port}")
+    with pytest.raises(RedisConfigurationError, match="not a Redis Cluster node") as disabled:
+        plain.get("k")
+    assert_no_secret(disabled.value, single.password)
+
+    port = free_port()
+    for build in (RedisStore.from_url, RedisStore):
+        absent = build(f"redis+cluster://:hunter2@127.0.0.1:{port}")
+        with pytest.raises(RedisUnavailableError) as unreachable:
+            absent.create_if_absent("k", create_checkpoint(binding(), created_at=NOW))
+        assert f"127.0.0.1:{port}" in str(unreachable.value)
+        assert_no_secret(unreachable.value, "hunter2")
+        assert repr(absent) == f"RedisStore(cluster 127.0.0.1:{port}, prefix='tec:')"
+
+    with pytest.raises(RedisConfigurationError, match="only database 0") as database:
+        RedisStore.from_url("redis+cluster://:hunter2@127.0.0.1:7000/3")
+    assert_no_secret(database.value, "hunter2")
+    with pytest.raises(RedisConfigurationError) as bad:
+        AsyncRedisStore.from_url("redis+cluster://:hunter2@127.0.0.1:notaport")
+    assert_no_secret(bad.value, "hunter2")
+    for prefix in ("a{b", "a}", "{x}"):
+        with pytest.raises(CheckpointError) as braces:
+            RedisStore.from_url(f"redis+cluster://127.0.0.1:{first.port}", prefix=prefix)
+        assert braces.value.code is ErrorCode.INVALID_ARGUMENT
+        assert braces.value.field == "prefix"
+    assert isinstance(open_store(cluster.url()), RedisStore)
+
+
+def assert_no_secret(error: BaseException, secret: str) -> None:
+    """No message, repr or argument anywhere in the chain (causes and contexts) shows
+    ``secret``."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        assert secret not in str(current)
+        assert secret not in repr(current)
+        assert all(secret not in repr(argument) for argument in current.args)
+        current = current.__cause__ or current.__context__
+
+
+def test_every_master_passes_the_durability_check(redis_cluster_url: str) -> None:  # noqa: F811
+    with RedisStore.from_url(redis_cluster_url) as store:
+        report = store.check_durability()
+    assert report.durable
+    assert (report.appendonly, report.appendfsync) == ("yes", "always")
+
+    async def twin() -> bool:
+        async with AsyncRedisStore.from_url(redis_cluster_url) as store:
+            return (await store.check_durability()).durable
+
+    assert asyncio.run(twin())
+
+
+def test_a_weak_master_is_named_in_the_durability_report(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    weak = cluster.servers[1]
+    admin = weak.client()
+    admin.config_set("appendfsync", "everysec")
+    try:
+        with RedisStore.from_url(redis_cluster_url) as store:
+            report = store.check_durability(on_weak="ignore")
+        assert report.appendfsync is None  # the masters disagree
+        assert len(report.problems) == 1
+        assert report.problems[0].startswith(f"{weak.host}:{weak.port}: appendfsync is everysec")
+    finally:
+        admin.config_set("appendfsync", "always")
+        admin.close()
+
+
+# --- real processes: a race and a kill storm --------------------------------------------------
+
+
+def test_the_cluster_store_survives_a_race_of_processes_and_a_kill_storm(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    """Worker processes share the cluster through open_store(url) (default prefix, so
+    the cluster is emptied first): every round's claims race from one revision, and
+    workers are killed with SIGKILL mid-protocol; the recovery pass checks every key."""
+    for client in cluster.clients():
+        client.flushall()
+        client.close()
+    report = kill_storm(
+        "tool_execution_checkpoint.redis_store:open_store",
+        cluster.url(),
+        directory=tmp_path / "storm",
+        workers=4,
+        keys=200,
+        seconds=5.0,
+        seed=7,
+    )
+    report.check()
+    ran = sum(map(len, report.executions.values()))
+    print(f"cluster storm: {report.rounds} rounds, {report.kills} kills, {ran} tool runs")
+    assert report.rounds >= 1
+    assert report.kills >= 5
+    assert ran >= 20, "the workers hardly got to run: the storm proved little"
+    store = open_store(cluster.url())
+    try:
+        shards = {store._layout.shard_of(checkpoint_key(binding_of(c))) for c in report.statuses}
+        assert len(shards) > 1, "the storm's records all sat in one shard"
+    finally:
+        store.close()
+
+
+def binding_of(call_id: str) -> Binding:
+    return Binding("storm", call_id, "tool", "1", "sha256:0")
