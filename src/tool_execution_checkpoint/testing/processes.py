@@ -511,6 +511,8 @@ class _Storm:
         return winners
 
     def _await(self, racers: list[_Process], answer: str, number: int) -> bool:
+        """Wait until every racer still alive said ``answer`` (the dead leave ``racers``);
+        False, a problem noted, when one has not within ``_STALL`` seconds."""
         waiting = list(racers)
         since = time.monotonic()
         while waiting:
@@ -520,7 +522,7 @@ class _Storm:
                     waiting.remove(process)
             waiting = [process for process in waiting if process in self.slots]
             racers[:] = [process for process in racers if process in self.slots]
-            if not lines and time.monotonic() - since > _STALL:
+            if waiting and time.monotonic() - since > _STALL:
                 self.report.problems.append(f"round {number}: a worker did not arm")
                 return False
         return True
