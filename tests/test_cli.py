@@ -200,8 +200,14 @@ def _password(url: str) -> str:
     return password
 
 
-def _check_store(target: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli.main(["check-store", target, "--examples", EXAMPLES])
+def _check_store(
+    target: str, capsys: pytest.CaptureFixture[str], *, storm: bool = False
+) -> tuple[int, str, str]:
+    """check-store on ``target``; without ``storm``, --no-storm (the storm has its own
+    tests, below and on each server)."""
+    code = cli.main(
+        ["check-store", target, "--examples", EXAMPLES, "--storm" if storm else "--no-storm"]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -211,9 +217,10 @@ def test_check_store_on_a_sqlite_url_uses_a_new_directory_and_removes_it(
 ) -> None:
     url = _filled_store(tmp_path / "s.db")
     before = sorted(path.name for path in tmp_path.iterdir())
-    code, out, err = _check_store(url + "?busy_timeout=5", capsys)
+    code, out, err = _check_store(url + "?busy_timeout=5", capsys, storm=True)
     assert code == 0, out + err
     assert "the store passed every check" in out
+    assert "ok    kill_storm" in out  # its store too is in the new directory
     assert "ok    protocol_harness" in out
     assert "ok    list_records_matches_the_model" in out  # SQLiteStore lists: all checks
     assert f"deleted the directory {tmp_path}/.tec-check-" in out
@@ -221,6 +228,20 @@ def test_check_store_on_a_sqlite_url_uses_a_new_directory_and_removes_it(
     assert cli.main(["list", url, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sorted(row["call_id"] for row in rows) == ["call-delivered", "call-stuck"]
+
+
+def test_check_store_s_storm_fails_a_store_atomic_only_within_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The storm's workers open the scratch store's URL as a ProcessLocalStore (the
+    broken store of tests/storm_stores.py): check-store fails it, and says why."""
+    monkeypatch.setattr(cli, "STORM_FACTORY", "storm_stores:process_local_url")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
+    code, out, err = _check_store(f"sqlite://{tmp_path}/s.db", capsys, storm=True)
+    assert code == 5, out + err
+    assert re.search(r"FAIL  kill_storm: round-\d+: the tool ran \d+ times", out), out
+    assert "1 of the checks failed" in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_check_store_on_a_sqlite_url_never_opens_the_named_file(
@@ -260,9 +281,10 @@ def test_check_store_on_a_postgres_url_uses_new_tables_and_drops_them(
 ) -> None:
     url = postgres_server.url
     kept = _put_user_record(PostgresStore(url))
-    code, out, err = _check_store(url, capsys)
+    code, out, err = _check_store(url, capsys, storm=True)
     assert code == 0, out + err
     assert "the store passed every check" in out
+    assert "ok    kill_storm" in out  # its workers opened a new table by --table
     assert re.search(r"dropped the \d+ tables public\.tec_check_[0-9a-f]{8}_N", out)
     assert postgres_server.app_password not in out + err
     assert _scratch_tables(postgres_server) == []
@@ -279,9 +301,10 @@ def test_check_store_on_a_redis_url_uses_new_prefixes_and_deletes_their_keys(
     try:
         kept = _put_user_record(RedisStore.from_url(redis_url))
         keys_before = set(client.keys("*"))
-        code, out, err = _check_store(redis_url, capsys)
+        code, out, err = _check_store(redis_url, capsys, storm=True)
         assert code == 0, out + err
         assert "the store passed every check" in out
+        assert "ok    kill_storm" in out  # its workers wrote under a new prefix
         assert "keys matching tec-check-" in out
         assert _password(redis_url) not in out + err
         assert set(client.keys("*")) == keys_before

@@ -596,6 +596,14 @@ The records already there are never read or written:
 
 RUN is 8 random hex digits, new for each run; N counts the stores.
 
+On a URL, the kill storm runs last (--no-storm skips it): 6 worker processes share one
+more fresh store, each opening the URL itself, race for the same claims (60 rounds, every
+worker's compare-and-swap from one revision released at once), then run free for 4 s,
+while the command kills them with SIGKILL; then it checks that no tool ran twice and no
+acknowledged write was lost or torn. It catches a store atomic only within one process.
+A factory gets no storm: it makes a fresh store per call, and a storm needs one store
+that several processes share.
+
 Exit codes: 0 the store passed every check; 2 a bad factory or URL; 4 the store failed
 (the first fresh store is tried before any check: unreachable server, wrong password,
 missing rights), or the scratch space could not be removed (the message names it);
@@ -613,6 +621,10 @@ class _Scratch:
 
     def describe(self) -> str:
         """What each store gets and what is removed at the end (no password)."""
+        raise NotImplementedError
+
+    def location(self, number: int) -> tuple[str, dict[str, str]]:
+        """The URL and options that open store ``number`` (worker processes open it)."""
         raise NotImplementedError
 
     def _open(self, number: int) -> Any:
@@ -662,8 +674,12 @@ class _SQLiteScratch(_Scratch):
                     f"cannot create a directory in {self.parent}: {error.strerror}; "
                     f"the directory must exist and be writable"
                 ) from None
+        return open_url_store(self.location(number)[0])
+
+    def location(self, number: int) -> tuple[str, dict[str, str]]:
+        assert self.directory is not None
         path = quote(str(self.directory / f"check-{number}.db"))
-        return open_url_store(f"sqlite://{path}" + (f"?{self.query}" if self.query else ""))
+        return f"sqlite://{path}" + (f"?{self.query}" if self.query else ""), {}
 
     def _remove(self) -> str:
         if self.directory is None:
@@ -691,7 +707,10 @@ class _PostgresScratch(_Scratch):
         )
 
     def _open(self, number: int) -> Any:
-        return open_store(self.url, schema=self.schema, table=f"tec_check_{self.run}_{number}")
+        return open_url_store(self.url, **self.location(number)[1])  # made: its own space
+
+    def location(self, number: int) -> tuple[str, dict[str, str]]:
+        return self.url, {"schema": self.schema, "table": f"tec_check_{self.run}_{number}"}
 
     def _remove(self) -> str:
         psycopg = importlib.import_module("psycopg")
@@ -722,7 +741,10 @@ class _RedisScratch(_Scratch):
         )
 
     def _open(self, number: int) -> Any:
-        return open_store(self.url, prefix=f"tec-check-{self.run}-{number}:")
+        return open_url_store(self.url, **self.location(number)[1])  # made: its own space
+
+    def location(self, number: int) -> tuple[str, dict[str, str]]:
+        return self.url, {"prefix": f"tec-check-{self.run}-{number}:"}
 
     def _remove(self) -> str:
         redis = importlib.import_module("redis")
@@ -772,10 +794,14 @@ def _testing() -> Any:
 
 
 def _run_checks(
-    make_store: Callable[[], Any], operable: bool, examples: int | None, hidden: Sequence[str]
+    make_store: Callable[[], Any],
+    operable: bool,
+    examples: int | None,
+    hidden: Sequence[str],
+    extra: Sequence[tuple[str, Callable[[], object]]] = (),
 ) -> int:
-    """Run every check on fresh stores from ``make_store``, print one line each; return
-    how many failed."""
+    """Run every check on fresh stores from ``make_store``, then each ``(name, check)``
+    of ``extra``, print one line each; return how many failed."""
     testing = _testing()
     base = testing.OperableStoreConformance if operable else testing.StoreConformance
     checks = type(
@@ -798,6 +824,15 @@ def _run_checks(
             print(f"ok    {name[5:]}", flush=True)
         finally:
             suite.teardown_method()
+    for name, check in extra:
+        try:
+            check()
+        except Exception as error:  # as for the checks above
+            failed += 1
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(f"FAIL  {name}: {redact(first, hidden)}", flush=True)
+        else:
+            print(f"ok    {name}", flush=True)
     print(f"{failed} of the checks failed" if failed else "the store passed every check")
     return failed
 
@@ -817,7 +852,26 @@ def _check_factory(factory: str, examples: int | None) -> int:
     return 5 if _run_checks(make_store, operable, examples, ()) else 0
 
 
-def _check_url(url: str, examples: int | None, schema: str | None) -> int:
+STORM_FACTORY = "tool_execution_checkpoint.testing.processes:url_store"
+"""The factory check-store's storm workers open the store's URL with."""
+
+
+def _storm(scratch: _Scratch) -> None:
+    """The kill storm at its defaults on one more fresh store of ``scratch``, which every
+    worker process opens by its URL; AssertionError naming the first problem, if any."""
+    processes = importlib.import_module(f"{__package__}.testing.processes")
+    store = scratch.make_store()  # its file or table made before the workers race to
+    store.get(checkpoint_key(Binding("check-store", "probe", "tool", "1", "sha256:0")))
+    url, options = scratch.location(len(scratch.stores))
+    argument = json.dumps({"url": url, "options": options})
+    with tempfile.TemporaryDirectory(prefix="tec-check-storm-") as directory:
+        report = processes.kill_storm(STORM_FACTORY, argument, directory=Path(directory))
+    if report.problems:
+        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
+        raise AssertionError(f"{report.problems[0].splitlines()[0]}{more}")
+
+
+def _check_url(url: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
     _testing()
     scratch = _scratch_for(url, schema)
     reached = False
@@ -828,7 +882,8 @@ def _check_url(url: str, examples: int | None, schema: str | None) -> int:
         # failure of every check.
         probe.get(checkpoint_key(Binding("check-store", "probe", "tool", "1", "sha256:0")))
         reached = True
-        failed = _run_checks(scratch.make_store, True, examples, url_secrets(url))
+        extra = [("kill_storm", lambda: _storm(scratch))] if storm else []
+        failed = _run_checks(scratch.make_store, True, examples, url_secrets(url), extra)
     except BaseException:
         try:
             scratch.remove()
@@ -850,7 +905,7 @@ def _takes(target: str) -> frozenset[str]:
     return takes or frozenset()
 
 
-def _check_store(target: str, examples: int | None, schema: str | None) -> int:
+def _check_store(target: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
     if schema is not None and "schema" not in _takes(target):
         raise _UsageError("--schema applies to a postgresql URL only")
     # Hypothesis keeps its example database and caches under HYPOTHESIS_STORAGE_DIRECTORY
@@ -860,7 +915,7 @@ def _check_store(target: str, examples: int | None, schema: str | None) -> int:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
         try:
             if _is_url(target):
-                return _check_url(target, examples, schema)
+                return _check_url(target, examples, schema, storm)
             return _check_factory(target, examples)
         finally:
             if previous is None:
@@ -1031,6 +1086,12 @@ def _parser() -> argparse.ArgumentParser:
     vet.add_argument("target", metavar="TARGET", help="module:callable, or a store URL")
     vet.add_argument("--examples", type=_positive, help="harness examples (default: the profile's)")
     vet.add_argument("--schema", help="PostgreSQL URL: the schema for the new tables (public)")
+    vet.add_argument(
+        "--storm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="URL: end with the kill storm (default: on)",
+    )
     return parser
 
 
@@ -1047,7 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hidden = url_secrets(url) if url else ()
     try:
         if args.command == "check-store":
-            return _check_store(args.target, args.examples, args.schema)
+            return _check_store(args.target, args.examples, args.schema, args.storm)
         if args.command == "demo":
             if args.path is not None:
                 return demo(args.path)
