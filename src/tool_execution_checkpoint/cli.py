@@ -623,7 +623,7 @@ class _Scratch:
         """What each store gets and what is removed at the end (no password)."""
         raise NotImplementedError
 
-    def location(self, number: int) -> tuple[str, dict[str, str]]:
+    def location(self, number: int) -> tuple[str, dict[str, Any]]:
         """The URL and options that open store ``number`` (worker processes open it)."""
         raise NotImplementedError
 
@@ -676,7 +676,7 @@ class _SQLiteScratch(_Scratch):
                 ) from None
         return open_url_store(self.location(number)[0])
 
-    def location(self, number: int) -> tuple[str, dict[str, str]]:
+    def location(self, number: int) -> tuple[str, dict[str, Any]]:
         assert self.directory is not None
         path = quote(str(self.directory / f"check-{number}.db"))
         return f"sqlite://{path}" + (f"?{self.query}" if self.query else ""), {}
@@ -709,7 +709,7 @@ class _PostgresScratch(_Scratch):
     def _open(self, number: int) -> Any:
         return open_url_store(self.url, **self.location(number)[1])  # made: its own space
 
-    def location(self, number: int) -> tuple[str, dict[str, str]]:
+    def location(self, number: int) -> tuple[str, dict[str, Any]]:
         return self.url, {"schema": self.schema, "table": f"tec_check_{self.run}_{number}"}
 
     def _remove(self) -> str:
@@ -743,7 +743,7 @@ class _RedisScratch(_Scratch):
     def _open(self, number: int) -> Any:
         return open_url_store(self.url, **self.location(number)[1])  # made: its own space
 
-    def location(self, number: int) -> tuple[str, dict[str, str]]:
+    def location(self, number: int) -> tuple[str, dict[str, Any]]:
         return self.url, {"prefix": f"tec-check-{self.run}-{number}:"}
 
     def _remove(self) -> str:
