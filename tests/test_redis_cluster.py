@@ -121,10 +121,12 @@ class TestRedisClusterStore(OperableStoreConformance):
 
 class TestAsyncRedisClusterStore(OperableStoreConformance):
     """The asyncio store on the cluster through the adapter; each store owns its client
-    (built from the cluster URL) and the harness closes it."""
+    (built from the cluster URL) and the harness closes it. Its state machines run fewer
+    examples than the sync suite's (the layout and listing code is the same; the
+    asyncio driver is what this suite adds), to keep the run short."""
 
     harness_examples = max(1, active_profile().max_examples // 3)
-    contract_examples = max(1, active_profile().max_examples // 3)
+    contract_examples = max(1, active_profile().max_examples // 6)
 
     @pytest.fixture(autouse=True)
     def _url(self, redis_cluster_url: str) -> None:  # noqa: F811

@@ -412,8 +412,8 @@ class _Request:
 @dataclass(frozen=True, slots=True)
 class _Batch:
     """Reads whose order does not matter, answered as a list in the same order. A
-    cluster store pipelines them, one connection per master; a single-node store sends
-    them one by one."""
+    cluster store pipelines them, one connection per master (the asyncio store asks the
+    masters at the same time); a single-node store sends them one by one."""
 
     requests: tuple[_Request, ...]
 
@@ -1625,6 +1625,7 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
         self, url: str | None, socket_timeout: float, connect_timeout: float
     ) -> None:
         self._connect_timeout_s: object = connect_timeout
+        self._mapped = False
         if url is None:
             self._connect_timeout_s = self._client.nodes_manager.connection_kwargs.get(
                 "socket_connect_timeout"
@@ -1678,6 +1679,9 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
     async def aclose(self) -> None:
         """Close the client if the store built it (from a URL)."""
         if self._owns_client:
+            if self._layout.cluster:  # the store read only the slot map: close its nodes
+                await self._client.nodes_manager.aclose()
+                await self._client.nodes_manager.aclose("startup_nodes")
             await self._client.aclose()
 
     async def __aenter__(self) -> AsyncRedisStore:
@@ -1747,10 +1751,16 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
             groups.setdefault(owner.name, (owner, []))[1].append(position)
         replies: list[object] = [None] * len(batch.requests)
         again: list[int] = []
-        for owner, positions in groups.values():
-            answers = await self._pipelined(
-                _NodePool(owner), owner.name, [batch.requests[p] for p in positions]
+        nodes = list(groups.values())
+        pipelines = await asyncio.gather(  # the masters answer at the same time
+            *(
+                self._pipelined(
+                    _NodePool(owner), owner.name, [batch.requests[p] for p in positions]
+                )
+                for owner, positions in nodes
             )
+        )
+        for (_owner, positions), answers in zip(nodes, pipelines, strict=True):
             for position, answer in zip(positions, answers, strict=True):
                 if isinstance(answer, ResponseError):
                     again.append(position)
@@ -1829,13 +1839,14 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
 
     async def _ready(self) -> _AsyncCluster:
         """The cluster client with its slot map read (again, when a failure made it
-        stale)."""
+        stale). Only the slot map: ``RedisCluster.initialize`` also reads COMMAND (about
+        70 ms) for a command parser the store never uses."""
         cluster: _AsyncCluster = self._client
         failure: StoreError | None = None
         try:
-            if self._stale:
+            if self._stale or not self._mapped:
                 await cluster.nodes_manager.initialize()
-            await cluster.initialize()
+                self._mapped = True
         except Exception as error:  # redis-py's message may quote the URL
             failure = _cluster_start_failure(error, self._where, self._connect_timeout_s)
             if failure is None:
