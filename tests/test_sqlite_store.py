@@ -38,6 +38,7 @@ from tool_execution_checkpoint import (
     claim_execution,
     complete_execution,
     create_checkpoint,
+    open_store,
 )
 from tool_execution_checkpoint.sqlite import (
     SCHEMA_VERSION,
@@ -47,6 +48,7 @@ from tool_execution_checkpoint.sqlite import (
     SQLiteOutcomeUnknownError,
     SQLiteStore,
     SQLiteStoreError,
+    open_url,
 )
 from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
@@ -463,21 +465,64 @@ def test_from_url_opens_an_absolute_path_and_reads_the_busy_timeout(tmp_path: Pa
         assert store.get(KEY) is not None
 
 
+def test_from_url_opens_a_relative_path_as_the_command_line_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One parser of sqlite URLs: from_url once refused ``sqlite:relative/path``, which
+    open_store and the command line take."""
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for url in ("sqlite:sub/store.db", "sqlite:./sub/store.db?busy_timeout=0.5"):
+        with SQLiteStore.from_url(url) as store:
+            assert store.path == tmp_path / "sub" / "store.db"
+        with open_store(url) as opened:
+            assert cast(SQLiteStore, opened).path == store.path
+            assert cast(SQLiteStore, opened).busy_timeout == store.busy_timeout
+
+
+def test_from_url_with_create_false_refuses_a_missing_file_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(SQLiteConfigurationError, match="no SQLite file"):
+        SQLiteStore.from_url(f"sqlite://{missing}", create=False)
+    assert not missing.exists()
+    SQLiteStore.from_url(f"sqlite://{missing}").close()
+    SQLiteStore.from_url(f"sqlite://{missing}", create=False).close()
+
+
 @pytest.mark.parametrize(
-    ("url", "says"),
+    ("url", "says", "field"),
     [
-        ("sqlite:///:memory:", "use MemoryStore for tests"),
-        ("sqlite://:memory:", "no host"),
-        ("sqlite://host/store.db", "no host"),
-        ("sqlite:store.db", "needs an absolute path"),
-        ("postgresql:///store.db", "must start with sqlite:///"),
-        ("sqlite:///tmp/store.db?mode=ro", "one query parameter, busy_timeout"),
-        ("sqlite:///tmp/store.db#x", "no fragment"),
+        ("sqlite:///:memory:", "use MemoryStore", "url"),
+        ("sqlite:///:memory:?busy_timeout=1", "use MemoryStore", "url"),
+        ("sqlite://:memory:", "no host", "url"),
+        ("sqlite://host/store.db", "no host", "url"),
+        ("sqlite:", "names a local file", "url"),
+        ("sqlite:///", "names a local file", "url"),
+        ("postgresql:///store.db", "starts with sqlite:", "url"),
+        ("sqlite:///tmp/store.db?mode=ro", "one query parameter, busy_timeout", "url"),
+        ("sqlite:///tmp/store.db?busy_timeout=1&busy_timeout=2", "one query parameter", "url"),
+        ("sqlite:///tmp/store.db#x", "no fragment", "url"),
+        ("sqlite:///tmp/store.db?busy_timeout=soon", "number of seconds", "busy_timeout"),
     ],
 )
-def test_from_url_refuses_what_names_no_local_file(url: str, says: str) -> None:
-    with pytest.raises(SQLiteConfigurationError, match=says):
-        SQLiteStore.from_url(url)
+def test_from_url_and_open_store_refuse_the_same_urls_alike(
+    url: str, says: str, field: str
+) -> None:
+    """One parser behind both: the same refusal, CheckpointError INVALID_ARGUMENT naming
+    the rule and no part of the URL (from_url once raised SQLiteConfigurationError)."""
+    refusals = []
+    openers: list[Any] = [SQLiteStore.from_url, AsyncSQLiteStore.from_url, open_url]
+    if url.startswith("sqlite:"):  # open_store opens another scheme's store
+        openers.append(open_store)
+    for opener in openers:
+        with pytest.raises(CheckpointError, match=says) as caught:
+            opener(url)
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+        assert caught.value.field == field
+        refusals.append(str(caught.value))
+    assert len(set(refusals)) == 1, refusals
 
 
 def test_a_closed_store_refuses_operations(tmp_path: Path) -> None:

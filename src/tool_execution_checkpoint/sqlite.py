@@ -167,10 +167,12 @@ class SQLiteStoreError(StoreError):
 
 
 class SQLiteConfigurationError(SQLiteStoreError):
-    """The database cannot be used as configured: a path or URL that names no usable
-    file, a directory that does not exist, a file that is not an SQLite database, a file
-    this process may not write, or a schema version this library does not know. The
-    message names what to fix; retrying does not help."""
+    """The database cannot be used as configured: a path that names no usable file, a
+    directory that does not exist, a file that is not an SQLite database, a file this
+    process may not write, a schema version this library does not know, or (opening with
+    ``create=False``) a file that does not exist. The message names what to fix; retrying
+    does not help. A URL that cannot be parsed is CheckpointError INVALID_ARGUMENT
+    instead (see :func:`url_location`)."""
 
 
 class SQLiteBusyError(SQLiteStoreError):
@@ -285,56 +287,31 @@ class SQLiteStore:
         self._db: sqlite3.Connection | None = self._open()
 
     @classmethod
-    def from_url(cls, url: str, *, busy_timeout: float | None = None) -> Self:
-        """Open the store a URL names: ``sqlite:///absolute/path.db``, optionally with
-        ``?busy_timeout=SECONDS``.
+    def from_url(cls, url: str, *, busy_timeout: float | None = None, create: bool = True) -> Self:
+        """Open the store a URL names: ``sqlite:///absolute/path.db`` or
+        ``sqlite:relative/path.db`` (relative to the working directory), optionally with
+        ``?busy_timeout=SECONDS``. :func:`url_location` says which URLs are taken; it is
+        the one parser of sqlite URLs, so ``from_url`` and
+        :func:`~tool_execution_checkpoint.open_store` take the same ones.
 
-        The path after ``sqlite://`` must be absolute (``sqlite:///var/lib/x.db`` is
-        ``/var/lib/x.db``) and percent-decoded; hosts, fragments, other query parameters
-        and ``sqlite:///:memory:`` are refused with :class:`SQLiteConfigurationError`.
-        ``busy_timeout`` given here overrides the URL's.
+        Args:
+            url: The URL; never shown in a message.
+            busy_timeout: Overrides the URL's (default 5 s).
+            create: With False, a file that does not exist is refused, never created.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL
+                :func:`url_location` refuses, or a bad ``busy_timeout``.
+            SQLiteConfigurationError: as the constructor does, and for a missing file
+                with ``create=False``.
         """
-        if not isinstance(url, str):
-            raise SQLiteConfigurationError("a store URL must be a str")
-        parts = urlsplit(url)
-        if parts.scheme != "sqlite":
+        path, from_url = url_location(url)
+        if not create and not path.is_file():
             raise SQLiteConfigurationError(
-                "a store URL must start with sqlite:/// (for example"
-                " sqlite:///var/lib/agent/checkpoints.db)"
+                f"no SQLite file at {path}: opening it with create=False never creates one"
             )
-        if parts.netloc or parts.fragment:
-            raise SQLiteConfigurationError(
-                "a sqlite URL names a local file: write sqlite:///absolute/path, with no"
-                " host and no fragment"
-            )
-        path = unquote(parts.path)
-        if path.lstrip("/") == ":memory:":
-            path = ":memory:"  # refused by the constructor, saying why
-        elif not path.startswith("/"):
-            raise SQLiteConfigurationError(
-                "a sqlite URL needs an absolute path: write sqlite:///absolute/path"
-            )
-        options: dict[str, Any] = {}
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name != "busy_timeout" or "busy_timeout" in options:
-                raise SQLiteConfigurationError(
-                    "a sqlite URL accepts one query parameter, busy_timeout=SECONDS"
-                )
-            seconds: float | None
-            try:
-                seconds = float(value)
-            except ValueError:  # its message quotes the URL's text: not kept as a context
-                seconds = None
-            if seconds is None:
-                raise CheckpointError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "must be a number of seconds",
-                    field="busy_timeout",
-                )
-            options["busy_timeout"] = seconds
-        if busy_timeout is not None:
-            options["busy_timeout"] = busy_timeout
-        return cls(path, **options)
+        chosen = busy_timeout if busy_timeout is not None else from_url
+        return cls(path, busy_timeout=5.0 if chosen is None else chosen)
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -800,10 +777,10 @@ class AsyncSQLiteStore:
         return instance
 
     @classmethod
-    def from_url(cls, url: str, *, busy_timeout: float | None = None) -> Self:
+    def from_url(cls, url: str, *, busy_timeout: float | None = None, create: bool = True) -> Self:
         """See :meth:`SQLiteStore.from_url`."""
         instance = cls.__new__(cls)
-        instance._adopt(SQLiteStore.from_url(url, busy_timeout=busy_timeout))
+        instance._adopt(SQLiteStore.from_url(url, busy_timeout=busy_timeout, create=create))
         return instance
 
     async def _run(self, call: Callable[[], _T]) -> _T:
@@ -874,7 +851,9 @@ def _url_refusal(detail: str) -> CheckpointError:
 
 
 def url_location(url: str) -> tuple[Path, float | None]:
-    """The absolute path of the file a sqlite URL names, and its ``busy_timeout``.
+    """The absolute path of the file a sqlite URL names, and its ``busy_timeout``: the
+    one parser of sqlite URLs, behind :meth:`SQLiteStore.from_url`, :func:`open_url`
+    (so :func:`~tool_execution_checkpoint.open_store`) and the command line.
 
     The URL is ``sqlite:///absolute/path`` or ``sqlite:relative/path`` (relative to the
     working directory), percent-decoded, optionally with ``?busy_timeout=SECONDS``.
@@ -894,10 +873,16 @@ def url_location(url: str) -> tuple[Path, float | None]:
             "a sqlite URL names no host: write sqlite:///absolute/path, or "
             "sqlite:relative/path for a file under the working directory"
         )
-    if parts.fragment or path.strip("/") in ("", ":memory:"):
+    if path.strip("/") == ":memory:":
+        raise _url_refusal(
+            "an in-memory SQLite database is neither durable nor shared between "
+            "connections and processes: name a database file, or use MemoryStore "
+            "(memory:) for tests"
+        )
+    if parts.fragment or path.strip("/") == "":
         raise _url_refusal(
             "a sqlite URL names a local file: sqlite:///absolute/path or "
-            "sqlite:relative/path (no fragment, not :memory:)"
+            "sqlite:relative/path (no fragment)"
         )
     query = parse_qsl(parts.query, keep_blank_values=True)
     if [name for name, _ in query] not in ([], ["busy_timeout"]):
@@ -916,23 +901,6 @@ def url_location(url: str) -> tuple[Path, float | None]:
 
 
 def open_url(url: str, *, busy_timeout: float | None = None, create: bool = True) -> SQLiteStore:
-    """The opener of ``sqlite:`` URLs for :func:`~tool_execution_checkpoint.open_store`
-    (see :func:`url_location` for the URL). ``busy_timeout`` given here overrides the
-    URL's (default 5 s).
-
-    With ``create=False`` a file that does not exist is refused with
-    :class:`SQLiteConfigurationError`, never created.
-
-    Raises:
-        CheckpointError: INVALID_ARGUMENT for a URL :func:`url_location` refuses or a bad
-            ``busy_timeout``.
-        SQLiteConfigurationError: as :class:`SQLiteStore` does, and for a missing file
-            with ``create=False``.
-    """
-    path, from_url = url_location(url)
-    if not create and not path.is_file():
-        raise SQLiteConfigurationError(
-            f"no SQLite file at {path}: opening it with create=False never creates one"
-        )
-    chosen = busy_timeout if busy_timeout is not None else from_url
-    return SQLiteStore(path, busy_timeout=5.0 if chosen is None else chosen)
+    """The opener of ``sqlite:`` URLs for :func:`~tool_execution_checkpoint.open_store`:
+    :meth:`SQLiteStore.from_url`, with the same URLs, arguments and errors."""
+    return SQLiteStore.from_url(url, busy_timeout=busy_timeout, create=create)
