@@ -529,6 +529,8 @@ def test_list_inspect_prune_and_check_store_reach_a_postgres_table_outside_publi
     assert cli.main(["list", url, "--format", "json", *where]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(row["key"], row["status"]) for row in rows] == [(key, "ready")]
+    with PostgresStore(url) as public:  # made here: list creates no table
+        assert public.get(key) is None
     assert cli.main(["list", url, "--format", "json"]) == 0  # public.tec_checkpoint
     assert key not in capsys.readouterr().out
     assert cli.main(["inspect", "--url", url, "--key", key, *where]) == 0
@@ -1097,3 +1099,36 @@ def test_the_commands_open_any_registered_store(capsys: pytest.CaptureFixture[st
         _SCHEMES.pop("test-cli", None)
     assert cli.main(["list", "test-cli:"]) == 2
     assert "not a store URL" in capsys.readouterr().err
+
+
+def test_commands_on_a_postgres_url_without_the_table_create_nothing(
+    postgres_server: PostgresServer,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No command creates a store: on PostgreSQL, open_store's create=False is the store's
+    create_table=False (it once reached no store, and list or show made the table on
+    first use). Each command says there is no checkpoint table and exits as for a
+    missing SQLite file."""
+    url = postgres_server.url
+    table = "cli_absent_table"  # nothing else makes it
+    key = checkpoint_key(Binding("absent", "call-1", "tool", "1", "sha256:0"))
+
+    def table_exists() -> bool:
+        with psycopg.connect(postgres_server.admin_url, autocommit=True) as admin:
+            row = admin.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        return bool(row and row[0])
+
+    assert not table_exists()
+    for command in (
+        ["list", url],
+        ["show", url, key],
+        ["inspect", "--url", url, "--key", key],
+        ["prune", url, "--retention", "0"],
+        ["reconcile", url, key, "--revision", "1", "--confirm-delivery"],
+    ):
+        code = cli.main([*command, "--table", table])
+        err = capsys.readouterr().err
+        assert code == cli.Exit.STORE_FAILED == 4, (command, err)
+        assert f"there is no checkpoint table public.{table}" in err, err
+        assert postgres_server.app_password not in err
+        assert not table_exists(), command

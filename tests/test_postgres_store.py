@@ -60,11 +60,13 @@ from tool_execution_checkpoint import (
     release_delivery,
     release_execution,
 )
+from tool_execution_checkpoint.opening import open_store as open_any_store
 from tool_execution_checkpoint.postgres import (
     LAYOUT_MARKER,
     AsyncPostgresStore,
     PostgresStore,
     open_store,
+    open_url,
 )
 from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
@@ -72,6 +74,7 @@ from tool_execution_checkpoint.testing import (
     SyncStoreAdapter,
     active_profile,
 )
+from tool_execution_checkpoint.testing.conformance import leaks
 from tool_execution_checkpoint.testing.processes import kill_storm
 from tool_execution_checkpoint.transitions import Transition
 from tool_execution_checkpoint.validation import JSONValue, timestamp_microseconds
@@ -1255,6 +1258,71 @@ def test_open_store_is_a_module_level_factory(postgres_url: str) -> None:  # noq
         assert repr(store) == "PostgresStore(table=public.tec_checkpoint)"
     finally:
         store.close()
+
+
+PARSER_SECRET = "pg-parser-secret-3e8a"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://app:{PARSER_SECRET}@db/app?nosuch=1",
+        f"postgres://app:{PARSER_SECRET}@[::1/app",
+        f"host=db password={PARSER_SECRET} bogus",
+    ],
+)
+def test_one_parser_behind_from_url_open_url_and_open_store(url: str) -> None:
+    """Every way of opening a PostgreSQL URL parses it once, with the constructor's
+    parser: the same refusal, naming no part of the URL, nothing in its chain."""
+    refusals = []
+    openers: list[Callable[..., Any]] = [
+        PostgresStore.from_url,
+        AsyncPostgresStore.from_url,
+        open_url,
+        open_store,
+    ]
+    if not url.startswith("host="):  # open_store finds the store by the URL's scheme
+        openers.append(open_any_store)
+    for opener in openers:
+        with pytest.raises(CheckpointError) as caught:
+            opener(url)
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+        assert leaks(caught.value, PARSER_SECRET) is None
+        refusals.append((caught.value.field, str(caught.value)))
+    assert len(set(refusals)) == 1, refusals
+
+
+def test_opening_with_create_false_never_creates_the_table(
+    postgres_server: PostgresServer,  # noqa: F811
+) -> None:
+    """``create=False`` (open_store's, from_url's, open_url's) is ``create_table=False``:
+    a missing table is a StoreError saying there is no checkpoint table; nothing is
+    created. It once reached no store: the table was made on first use."""
+    table = fresh_table()
+    url = postgres_server.url
+    key, created = created_record("create-false")
+    for opener in (PostgresStore.from_url, open_url, open_any_store):
+        error = _fails_fast(lambda opener=opener: opener(url, table=table, create=False))
+        assert f"no checkpoint table public.{table}" in str(error)
+        assert not table_exists(postgres_server, table)
+
+    async def async_store() -> str:
+        async with AsyncPostgresStore.from_url(url, table=table, create=False) as store:
+            with pytest.raises(StoreError) as caught:
+                await store.get(key)
+        return str(caught.value)
+
+    assert f"no checkpoint table public.{table}" in asyncio.run(async_store())
+    assert not table_exists(postgres_server, table)
+    for opener in (PostgresStore.from_url, open_url, open_any_store):
+        with pytest.raises(CheckpointError) as refused:
+            opener(url, table=table, create=False, create_table=True)
+        assert refused.value.code is ErrorCode.INVALID_ARGUMENT
+        assert refused.value.field == "create_table"
+    with open_any_store(url, table=table) as store:  # create=True: made on first use
+        assert store.create_if_absent(key, created)
+    with open_any_store(url, table=table, create=False) as store:
+        assert store.get(key) is not None
 
 
 # --- real processes, really killed ------------------------------------------------------------

@@ -97,7 +97,8 @@ EXIT_MEANINGS: dict[Exit, str] = {
     "parsed or names no store",
     Exit.INVALID_RECORD: "the record read does not validate (its error code is shown)",
     Exit.STORE_FAILED: "the store failed: unreachable, refused, a missing SQLite file, "
-    "directory or rights, or check-store's scratch space left behind",
+    "directory or rights, no PostgreSQL checkpoint table, or check-store's scratch space "
+    "left behind",
     Exit.CHECK_FAILED: "check-store: the store failed a conformance check",
     Exit.NO_RECORD: "no record under the key",
     Exit.REVISION_MOVED: "reconcile: the record is not at the revision given; nothing was written",
@@ -249,8 +250,9 @@ _LOCATION = ("schema", "table", "prefix")
 
 def open_store(url: str, **location: str) -> Any:
     """Open the store a URL names for a command, with
-    :func:`~tool_execution_checkpoint.opening.open_store`: never creating one (a SQLite
-    file that does not exist is a StoreError, exit 4). ``location`` (``schema=``,
+    :func:`~tool_execution_checkpoint.opening.open_store` and ``create=False``: never
+    creating one (a SQLite file that does not exist, and a PostgreSQL table that does not,
+    are a StoreError, exit 4). ``location`` (``schema=``,
     ``table=``, ``prefix=``) goes to the store; one the URL's store does not take, and a
     URL no store registered, are usage errors (exit 2), refused before anything is
     opened."""
@@ -959,7 +961,8 @@ transition table, and an operator's tools to read, list, settle and prune the re
 of a store.
 
 store URLs: sqlite:///absolute/path or sqlite:relative/path (an existing file; no
-command creates a store), postgresql://..., redis://... (the postgres and redis extras).
+command creates a store), postgresql://... (an existing table: --schema, --table),
+redis://... (the postgres and redis extras).
 No message shows a URL's password; no command shows a payload unless show --payload.
 """
 

@@ -39,6 +39,7 @@ Opener = Callable[..., Any]
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _PACKAGE = __package__ or "tool_execution_checkpoint"
 _POSTGRES_OPTIONS = (
+    "create",
     "schema",
     "table",
     "connect_timeout",
@@ -193,10 +194,11 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> OperableChec
 
     Args:
         url: The store's URL. It is never shown in a message (it may hold a password).
-        create: With False, no new storage is made where opening would make it: a SQLite
-            file that does not exist is refused (a StoreError), never created. Stores
-            that make nothing when opened ignore it (PostgreSQL makes its table on first
-            use unless ``create_table=False`` is passed; Redis and memory make nothing).
+        create: With False, no new storage is made where opening or first use would
+            make it: a SQLite file that does not exist is refused (a StoreError), never
+            created; on PostgreSQL it is ``create_table=False``, so a missing table is a
+            StoreError at the first operation, never created. Stores that make nothing
+            ignore it (Redis and memory).
         options: The store's own keyword options, for example ``busy_timeout`` (SQLite),
             ``schema`` and ``table`` (PostgreSQL), ``prefix`` (Redis).
 

@@ -440,8 +440,10 @@ def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: 
     if not inspection.table_exists:
         if not create:
             raise StoreError(
-                f"the table {target} does not exist and create_table=False: create it with "
-                f"the DDL of schema_sql()"
+                f"there is no checkpoint table {target}: it does not exist, and with "
+                f"create_table=False (create=False) it is never created; name the table "
+                f"that holds the records (schema, table), or create it with the DDL of "
+                f"schema_sql()"
             )
         if not inspection.schema_create:
             raise StoreError(
@@ -643,9 +645,29 @@ class _PostgresStoreBase(Generic[_PoolT]):
         kind needs one now (the asyncio store makes its own on first use)."""
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
-        """A store owning a pool on ``url`` (``postgresql://user:password@host:port/db``);
-        ``options`` are the constructor's keyword arguments."""
+    def from_url(cls, url: str, *, create: bool = True, **options: Any) -> Self:
+        """A store owning a pool on ``url`` (``postgresql://user:password@host:port/db``
+        or a libpq key=value string, parsed by the constructor: the one parser of
+        PostgreSQL URLs, behind :func:`open_url` and so
+        :func:`~tool_execution_checkpoint.open_store` too); ``options`` are the
+        constructor's keyword arguments.
+
+        ``create=False`` is ``create_table=False``: a missing table is a StoreError
+        saying there is no checkpoint table, never created (passing ``create_table=True``
+        with it is refused). Nothing is sent before the first operation.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT as the constructor raises it, naming no
+                part of the URL, and for ``create_table=True`` with ``create=False``.
+        """
+        if not create:
+            if options.get("create_table", False):
+                raise CheckpointError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "cannot be True when opening with create=False",
+                    field="create_table",
+                )
+            options["create_table"] = False
         return cls(url, **options)
 
     def __repr__(self) -> str:
@@ -922,13 +944,13 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         self.close()
 
 
-def open_url(url: str, **options: Any) -> PostgresStore:
+def open_url(url: str, *, create: bool = True, **options: Any) -> PostgresStore:
     """The opener of ``postgresql://`` and ``postgres://`` URLs for
-    :func:`tool_execution_checkpoint.open_store`: ``PostgresStore.from_url(url,
-    **options)``, with the constructor's keyword options (``schema``, ``table``,
-    ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``, ``durable``).
-    Nothing is sent before the first operation."""
-    return PostgresStore.from_url(url, **options)
+    :func:`tool_execution_checkpoint.open_store`: :meth:`PostgresStore.from_url`, with
+    the same URLs, errors and options (``create``, and the constructor's ``schema``,
+    ``table``, ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``,
+    ``durable``). Nothing is sent before the first operation."""
+    return PostgresStore.from_url(url, create=create, **options)
 
 
 def open_store(url: str) -> PostgresStore:
