@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import redis
@@ -286,7 +287,7 @@ def _wait_until_cluster_ok(cluster: RedisCluster, timeout: float) -> None:
         for server in cluster.servers:
             client = server.client(socket_timeout=1.0)
             try:
-                info = client.execute_command("CLUSTER", "INFO")
+                info: Any = cast(Any, client).execute_command("CLUSTER", "INFO")
                 if isinstance(info, bytes):
                     info = dict(line.split(":", 1) for line in info.decode().split() if ":" in line)
                 state = info.get("cluster_state") if isinstance(info, dict) else None

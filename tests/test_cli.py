@@ -1128,7 +1128,8 @@ def test_commands_on_a_postgres_url_without_the_table_create_nothing(
     ):
         code = cli.main([*command, "--table", table])
         err = capsys.readouterr().err
-        assert code == cli.Exit.STORE_FAILED == 4, (command, err)
+        assert code == 4, (command, err)
+        assert cli.Exit(code) is cli.Exit.STORE_FAILED
         assert f"there is no checkpoint table public.{table}" in err, err
         assert postgres_server.app_password not in err
         assert not table_exists(), command

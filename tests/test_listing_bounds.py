@@ -112,7 +112,7 @@ def test_every_store_answers_every_bound_as_the_memory_store(
     model, store = MemoryStore(), make(kind)
     _populate(model)
     _populate(store)
-    every = (
+    every: tuple[Any, ...] = (
         [],
         [Status.READY],
         ["ready", "executing"],  # the statuses' values are statuses too

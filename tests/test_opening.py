@@ -55,6 +55,7 @@ def test_memory_urls_open_a_new_empty_store_each_time() -> None:
     assert isinstance(first, MemoryStore)
     assert first is not second
     _round_trip(first)
+    assert isinstance(second, MemoryStore)
     assert len(second) == 0
     first.close()  # a no-op, so that every opened store closes alike
     assert _refused(f"memory:{SECRET}").field == "url"
@@ -71,9 +72,11 @@ def test_sqlite_urls_absolute_relative_and_busy_timeout(
         _round_trip(store)
     monkeypatch.chdir(tmp_path)
     with open_store("sqlite:a%20b.db", busy_timeout=7, create=False) as store:
+        assert isinstance(store, SQLiteStore)
         assert store.path == path
         assert store.busy_timeout == 7.0
     with open_store("SQLITE:./a b.db") as store:
+        assert isinstance(store, SQLiteStore)
         assert store.busy_timeout == 5.0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import glob
 import json
 import math
@@ -1302,7 +1303,7 @@ def test_opening_with_create_false_never_creates_the_table(
     url = postgres_server.url
     key, created = created_record("create-false")
     for opener in (PostgresStore.from_url, open_url, open_any_store):
-        error = _fails_fast(lambda opener=opener: opener(url, table=table, create=False))
+        error = _fails_fast(functools.partial(opener, url, table=table, create=False))
         assert f"no checkpoint table public.{table}" in str(error)
         assert not table_exists(postgres_server, table)
 

@@ -7,9 +7,10 @@ the right master, outcomes classified, and a race of real processes with a kill 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -40,7 +41,9 @@ from tool_execution_checkpoint import (
     Status,
     checkpoint_key,
     claim_execution,
+    cli,
     create_checkpoint,
+    open_store,
 )
 from tool_execution_checkpoint.redis_store import (
     _SHARD_TAGS,
@@ -52,8 +55,8 @@ from tool_execution_checkpoint.redis_store import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
-    open_store,
 )
+from tool_execution_checkpoint.runner import RunStatus, run_once
 from tool_execution_checkpoint.store import BrokenRecord, RecordSummary
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.processes import kill_storm
@@ -83,7 +86,7 @@ def node_of(cluster: RedisCluster, name: str) -> Any:
 
 
 def error_count(client: redis.Redis, code: str) -> int:
-    stats = cast(dict[str, Any], client.info("errorstats"))
+    stats: dict[str, Any] = client.info("errorstats")
     entry = stats.get(f"errorstat_{code}", {"count": 0})
     return int(entry["count"])
 
@@ -281,7 +284,7 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
     (it did not run) until the store gives up with RedisUnavailableError, nothing
     applied. Once the slot has moved, the store is answered MOVED and follows."""
     store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
-    admins = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
+    admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
     try:
         here = checkpoint_key(binding("here"))
         layout = store._layout
@@ -315,10 +318,11 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
             }
 
         before = counts()
-        for write in (
+        writes: tuple[Callable[[], object], ...] = (
             lambda: store.create_if_absent(absent, create_checkpoint(binding(), created_at=NOW)),
             lambda: store.compare_and_swap(here, 1, claim.next),
-        ):
+        )
+        for write in writes:
             with pytest.raises(RedisUnavailableError, match="nothing was applied") as refused:
                 write()
             assert not isinstance(refused.value, OutcomeUnknownError)
@@ -495,8 +499,8 @@ def test_the_cluster_store_survives_a_race_of_processes_and_a_kill_storm(
         client.flushall()
         client.close()
     report = kill_storm(
-        "tool_execution_checkpoint.redis_store:open_store",
-        cluster.url(),
+        "tool_execution_checkpoint.testing.processes:url_store",
+        json.dumps({"url": cluster.url()}),
         directory=tmp_path / "storm",
         workers=4,
         keys=200,
@@ -509,7 +513,7 @@ def test_the_cluster_store_survives_a_race_of_processes_and_a_kill_storm(
     assert report.rounds >= 1
     assert report.kills >= 5
     assert ran >= 20, "the workers hardly got to run: the storm proved little"
-    store = open_store(cluster.url())
+    store = cast(RedisStore, open_store(cluster.url()))
     try:
         shards = {store._layout.shard_of(checkpoint_key(binding_of(c))) for c in report.statuses}
         assert len(shards) > 1, "the storm's records all sat in one shard"
@@ -519,3 +523,25 @@ def test_the_cluster_store_survives_a_race_of_processes_and_a_kill_storm(
 
 def binding_of(call_id: str) -> Binding:
     return Binding("storm", call_id, "tool", "1", "sha256:0")
+
+
+def test_open_store_and_the_command_line_take_a_cluster_url(
+    cluster: RedisCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = fresh_prefix()
+    url = cluster.url()
+    store = cast(RedisStore, open_store(url, prefix=prefix))
+    try:
+        outcome = run_once(store, binding_of("cli-1"), lambda: {"ok": True}, lambda _payload: None)
+        assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert cli.main(["list", url, "--prefix", prefix, "--status", "delivered", "--format", "json"]) == 0
+    listed = capsys.readouterr().out
+    assert checkpoint_key(binding_of("cli-1")) in listed
+    assert cluster.password not in listed
+    assert cli.main(["check-store", url]) == 2
+    refused = capsys.readouterr().err
+    assert "does not take a Redis Cluster URL" in refused
+    assert cluster.password not in refused

@@ -53,6 +53,7 @@ from tool_execution_checkpoint import (
     complete_execution,
     create_checkpoint,
     mark_execution_uncertain,
+    open_store,
     release_delivery,
     release_execution,
 )
@@ -67,7 +68,6 @@ from tool_execution_checkpoint.redis_store import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
-    open_store,
 )
 from tool_execution_checkpoint.store import (
     AsyncCheckpointStore,
@@ -168,7 +168,7 @@ def test_the_stores_satisfy_the_protocols(redis_url: str) -> None:  # noqa: F811
     with new_store(redis_url) as store:
         assert isinstance(store, OperableCheckpointStore)
     assert isinstance(AsyncRedisStore.from_url(redis_url), AsyncCheckpointStore)
-    assert isinstance(open_store(redis_url), RedisStore)
+    assert isinstance(open_store(redis_url), RedisStore)  # the package's, by URL scheme
 
 
 # --- records written through every transition, for listings and round trips ----------------
@@ -1062,8 +1062,8 @@ def test_redis_store_survives_a_kill_storm(server: RedisServer, tmp_path: Path) 
     for storm in range(3):
         flusher.flushdb()
         report = kill_storm(
-            "tool_execution_checkpoint.redis_store:open_store",
-            server.url(database),
+            "tool_execution_checkpoint.testing.processes:url_store",
+            json.dumps({"url": server.url(database)}),
             directory=tmp_path / f"storm-{storm}",
             workers=4,
             keys=200,

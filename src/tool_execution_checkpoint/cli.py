@@ -783,6 +783,11 @@ def _scratch_for(url: str, schema: str | None) -> _Scratch:
         return _PostgresScratch(url, "public" if schema is None else schema)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisScratch(url)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        raise _UsageError(
+            "check-store does not take a Redis Cluster URL yet (its clean-up scans one "
+            "server): check a single Redis server, or run the conformance suite on the cluster"
+        )
     raise _UsageError(_NOT_A_URL)
 
 
@@ -962,7 +967,7 @@ of a store.
 
 store URLs: sqlite:///absolute/path or sqlite:relative/path (an existing file; no
 command creates a store), postgresql://... (an existing table: --schema, --table),
-redis://... (the postgres and redis extras).
+redis://... or redis+cluster://... (the postgres and redis extras).
 No message shows a URL's password; no command shows a payload unless show --payload.
 """
 

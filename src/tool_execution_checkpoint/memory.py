@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
@@ -107,6 +107,12 @@ class MemoryStore:
     def close(self) -> None:
         """Nothing to release (the records stay readable): here so that a store opened
         by URL closes like every other."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def keys(self) -> Iterator[str]:
         """The keys stored now, in insertion order (a snapshot)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .errors import CheckpointError, ErrorCode
-from .store import OperableCheckpointStore
+from .store import ClosableStore
 
 __all__ = ["StoreScheme", "open_store", "register_store", "store_options", "url_scheme"]
 
@@ -92,7 +92,7 @@ _SCHEMES: dict[str, StoreScheme] = {
             "redis",
             f"{_PACKAGE}.redis_store:RedisConfigurationError",
         )
-        for scheme in ("redis", "rediss", "unix")
+        for scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
     },
 }
 _LOCK = threading.Lock()
@@ -182,14 +182,15 @@ def _load(path: str, extra: str | None) -> Any:
     return found
 
 
-def open_store(url: str, *, create: bool = True, **options: Any) -> OperableCheckpointStore:
+def open_store(url: str, *, create: bool = True, **options: Any) -> ClosableStore:
     """Open the store a URL names, by its scheme, with the opener its store registered.
 
     The built-in schemes: ``memory:`` (a new, empty :class:`~.memory.MemoryStore`),
     ``sqlite:///absolute/path`` or ``sqlite:relative/path`` (``?busy_timeout=SECONDS``;
     :func:`~.sqlite.open_url`), ``postgresql://`` and ``postgres://``
-    (:func:`~.postgres.open_url`; the ``postgres`` extra), ``redis://``, ``rediss://``
-    and ``unix://`` (``RedisStore.from_url``; the ``redis`` extra). More with
+    (:func:`~.postgres.open_url`; the ``postgres`` extra), ``redis://``, ``rediss://``,
+    ``unix://``, and ``redis+cluster://`` or ``rediss+cluster://`` for a Redis Cluster
+    (``RedisStore.from_url``; the ``redis`` extra). More with
     :func:`register_store`.
 
     Args:
@@ -223,10 +224,10 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> OperableChec
         options["create"] = create
     opener = entry.opener if callable(entry.opener) else _load(entry.opener, entry.extra)
     if entry.url_error is None:
-        return cast(OperableCheckpointStore, opener(url, **options))
+        return cast(ClosableStore, opener(url, **options))
     refused = _load(entry.url_error, entry.extra)
     try:
-        return cast(OperableCheckpointStore, opener(url, **options))
+        return cast(ClosableStore, opener(url, **options))
     except refused:  # its message or context may quote the URL: not kept as a context
         pass
     raise _refuse("url", "is not a URL this store can use (not shown: it may hold a password)")

@@ -138,7 +138,6 @@ __all__ = [
     "RedisStore",
     "RedisStoreError",
     "RedisUnavailableError",
-    "open_store",
 ]
 
 DEFAULT_PREFIX = "tec:"
@@ -1878,10 +1877,3 @@ async def _async_exchange(connection: _AsyncConnection, request: _Request) -> ob
     await connection.read_response(disable_decoding=True)
     await connection.send_command(*request.args)
     return await connection.read_response(disable_decoding=True)
-
-
-def open_store(url: str) -> RedisStore:
-    """A :class:`RedisStore` on ``url`` (a single server's or a cluster's URL) with the
-    default prefix: the factory a process worker names as
-    ``"tool_execution_checkpoint.redis_store:open_store"``."""
-    return RedisStore.from_url(url)

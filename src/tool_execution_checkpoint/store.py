@@ -30,7 +30,8 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint
@@ -41,6 +42,7 @@ __all__ = [
     "AsyncCheckpointStore",
     "BrokenRecord",
     "CheckpointStore",
+    "ClosableStore",
     "Listing",
     "OperableCheckpointStore",
     "OutcomeUnknownError",
@@ -163,6 +165,27 @@ class OperableCheckpointStore(CheckpointStore, Protocol):
         matches, a store without such an index in every listing. It never stops the
         listing."""
         ...
+
+
+@runtime_checkable
+class ClosableStore(OperableCheckpointStore, Protocol):
+    """An operable store that holds what it opened (a file, a pool, a client):
+    ``close()`` releases it, and ``with store:`` closes the store at the block's end.
+    Every store of this package is one, and :func:`~.opening.open_store` returns one."""
+
+    def close(self) -> None:
+        """Release what the store holds; idempotent."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None: ...
 
 
 @runtime_checkable
