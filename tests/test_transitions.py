@@ -1281,6 +1281,11 @@ def next_as_a_dict(transition: Transition, _record: Checkpoint, _at: str) -> Tra
     return transition._replace(next=transition.next.to_dict())  # type: ignore[arg-type]
 
 
+def released_instead(transition: Transition, record: Checkpoint, _at: str) -> Transition:
+    released = RECORDS[Status.RELEASED].to_dict() | {"revision": record.revision + 1}
+    return transition._replace(next=Checkpoint.from_dict(released))
+
+
 REVISION_PROMISE = "expected_revision is the input's revision and next is one past it"
 BINDING_PROMISE = "the binding and creation time never change"
 
@@ -1300,6 +1305,12 @@ BINDING_PROMISE = "the binding and creation time never change"
             "no transition leaves executing or uncertain for ready",
         ),
         ("claim_delivery", Status.COMPLETED, tampered_payload, "a completed payload never changes"),
+        (
+            "complete_execution",
+            Status.UNCERTAIN,
+            released_instead,
+            "only an executing record is released",
+        ),
         ("complete_delivery", Status.DELIVERING, dropped_payload, "next validates"),
         ("claim_execution", Status.READY, next_as_a_dict, "next validates"),
         (
