@@ -44,7 +44,7 @@ def report(found: dict[str, str]) -> str:
     total = len(found)
     score = 100 * killed / total if total else 0.0
     lines = [
-        f"# mutmut over the core (make mutate), {datetime.now(UTC):%Y-%m-%d}",
+        f"# mutmut over the core and the runner (make mutate), {datetime.now(UTC):%Y-%m-%d}",
         f"# {total} mutants: {killed} killed ({score:.1f}%); "
         + ", ".join(f"{verdict} {count}" for verdict, count in sorted(counts.items())),
         "# not killed, by function (each one's reason is in proofs/README.md, section 4):",
