@@ -537,7 +537,10 @@ def test_open_store_and_the_command_line_take_a_cluster_url(
     finally:
         store.close()
     capsys.readouterr()
-    assert cli.main(["list", url, "--prefix", prefix, "--status", "delivered", "--format", "json"]) == 0
+    assert (
+        cli.main(["list", url, "--prefix", prefix, "--status", "delivered", "--format", "json"])
+        == 0
+    )
     listed = capsys.readouterr().out
     assert checkpoint_key(binding_of("cli-1")) in listed
     assert cluster.password not in listed
