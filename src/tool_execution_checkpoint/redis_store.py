@@ -870,6 +870,16 @@ class _Node(Protocol):
     name: str
 
 
+_NodeT = TypeVar("_NodeT", bound=_Node)
+_NodeT_co = TypeVar("_NodeT_co", bound=_Node, covariant=True)
+
+
+class _SlotMap(Protocol[_NodeT_co]):
+    """What both NodesManagers (sync and asyncio) answer alike: a slot's master."""
+
+    def get_node_from_slot(self, slot: int) -> _NodeT_co: ...
+
+
 class _SyncNodes(Protocol):
     """redis.cluster.NodesManager, as far as the store uses it."""
 
@@ -1210,6 +1220,17 @@ class _RedisStoreBase(Generic[_ClientT]):
     def cluster(self) -> bool:
         """Whether the store is on a Redis Cluster (hash-tagged, sharded layout)."""
         return self._layout.cluster
+
+    def _owner(self, manager: _SlotMap[_NodeT], request: _Request) -> _NodeT:
+        """The master that owns ``request``'s slot in the client's slot map (sync or
+        asyncio alike); a slot with no master marks the map stale and is refused."""
+        if request.route is None:  # pragma: no cover - server commands always name a node
+            raise RedisStoreError("a cluster store sent a command with no key and no node")
+        try:
+            return manager.get_node_from_slot(key_slot(request.route))
+        except RedisClusterException:
+            self._stale = True
+        raise _not_covered(self._where)
 
     def __repr__(self) -> str:
         where = f"cluster {self._where}" if self._layout.cluster else self._where
@@ -1569,15 +1590,6 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
             self._stale = False
         return cluster
 
-    def _owner(self, manager: _SyncNodes, request: _Request) -> _Node:
-        if request.route is None:  # pragma: no cover - server commands always name a node
-            raise RedisStoreError("a cluster store sent a command with no key and no node")
-        try:
-            return manager.get_node_from_slot(key_slot(request.route))
-        except RedisClusterException:
-            self._stale = True
-        raise _not_covered(self._where)
-
 
 def _exchange(connection: _SyncConnection, request: _Request) -> object:
     """Send the request once and read its reply; after NOSCRIPT (the script did not
@@ -1854,15 +1866,6 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
             raise failure
         self._stale = False
         return cluster
-
-    def _owner(self, manager: _AsyncNodes, request: _Request) -> _AsyncNode:
-        if request.route is None:  # pragma: no cover - server commands always name a node
-            raise RedisStoreError("a cluster store sent a command with no key and no node")
-        try:
-            return manager.get_node_from_slot(key_slot(request.route))
-        except RedisClusterException:
-            self._stale = True
-        raise _not_covered(self._where)
 
 
 async def _async_exchange(connection: _AsyncConnection, request: _Request) -> object:
