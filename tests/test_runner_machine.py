@@ -48,6 +48,7 @@ from tool_execution_checkpoint.runner import (
     Swap,
     ToolDidNotRun,
     ToolOutcomeUnknown,
+    _store_operation,
     run_once,
     run_once_async,
 )
@@ -107,14 +108,8 @@ class Script:
     requests: list[object] = field(default_factory=list)
 
     def honest(self, request: object) -> Any:
-        store = self.store
-        if isinstance(request, Create):
-            return store.create_if_absent(KEY, request.record)
-        if isinstance(request, Get):
-            return store.get(KEY)
-        if isinstance(request, Swap):
-            step = request.transition
-            return store.compare_and_swap(KEY, step.expected_revision, step.next)
+        if isinstance(request, Create | Get | Swap):
+            return _store_operation(self.store, KEY, request)  # as both drivers send it
         if isinstance(request, RunTool):
             return self.tool()
         if isinstance(request, Deliver):
