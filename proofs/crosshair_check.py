@@ -36,6 +36,7 @@ PROPERTIES = (
     "next_validates_one_revision_on",
     "foreign_ids_never_finish_a_claim",
     "a_changed_binding_field_conflicts",
+    "a_composed_step_is_its_parts_in_one_write",
 )
 
 

@@ -120,24 +120,21 @@ class Violation(AssertionError):
 PROTOCOL = HostProtocol(BINDING, clock=lambda: NOW)
 
 
-def _write(state: State, transition: tec.Transition | None, how: Write) -> tuple[State, bool]:
-    """Apply a write to the store as ``how`` says; return the new state and whether it
-    landed."""
+def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State, bool]:
+    """Apply a write to the store as ``how`` says (one from revision 0 is a create if
+    absent); return the new state and whether it landed."""
     if how is Write.FAILS:
         return state, False
-    if transition is None:
-        landed = state.stored is None
-        stored = tec.create_checkpoint(BINDING, created_at=NOW) if landed else state.stored
+    current = state.stored
+    if transition.expected_revision == 0:
+        landed = current is None
     else:
-        current = state.stored
         landed = current is not None and current.revision == transition.expected_revision
-        stored = transition.next if landed else current
-        if landed and current is not None and transition.next.revision != current.revision + 1:
-            raise Violation("a transition moved the revision by more than one")
-    claimed = state.claimed or (
-        landed and transition is not None and transition.next.status is Status.EXECUTING
-    )
-    if landed and transition is not None and transition.next.status is Status.RELEASED:
+    stored = transition.next if landed else current
+    if landed and transition.next.revision != transition.expected_revision + 1:
+        raise Violation("a write moved the revision by more than one")
+    claimed = state.claimed or (landed and transition.next.status is Status.EXECUTING)
+    if landed and transition.next.status is Status.RELEASED:
         assert state.stored is not None
         assert state.stored.execution is not None
         owner = state.stored.execution.attempt_id
@@ -163,8 +160,9 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
     assert call is not None
     name = f"w{index}"
     if isinstance(request, Create | Swap):
-        transition = request.transition if isinstance(request, Swap) else None
-        what = "creates the record" if transition is None else _describe_write(transition)
+        transition = request.transition if isinstance(request, Swap) else call.pending
+        assert transition is not None  # a create is the call's pending write
+        what = _describe_write(transition)
         for how in Write:
             after, landed = _write(state, transition, how)
             answer = landed if how is Write.LANDS else StoreFault()
@@ -201,7 +199,8 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
 
 
 def _describe_write(transition: tec.Transition) -> str:
-    return f"swaps {transition.next.status.value}@{transition.next.revision}"
+    verb = "creates" if transition.expected_revision == 0 else "swaps"
+    return f"{verb} {transition.next.status.value}@{transition.next.revision}"
 
 
 def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:

@@ -25,19 +25,23 @@ from tool_execution_checkpoint.table import EXECUTABLE, TABLE, Action, Fence, St
 AT = "2026-01-01T00:00:00Z"
 BINDING = tec.Binding("proofs", "call-1", "tool", "1", "sha256:0")
 STATUSES = tuple(TABLE.statuses)
-TRANSITIONS = tuple(TABLE.transitions)
+RULES = {**TABLE.transitions, **TABLE.composed}
+TRANSITIONS = (*TABLE.transitions, *(n for n, step in TABLE.composed.items() if not step.creates))
+"""Every transition over a record: the table's, then its composed steps that do not create."""
 BINDING_FIELDS = tuple(tec.Binding.JSON_NAMES)
 CLAIMED = (Status.EXECUTING, Status.UNCERTAIN)
 
 
 def _arguments(name: str, claim_id: str, reason: str) -> dict[str, Any]:
-    rule = TABLE.transitions[name]
+    rule = RULES[name]
     arguments: dict[str, Any] = {"at": AT}
     if rule.fence is Fence.ATTEMPT_ID or name == "claim_execution":
         arguments["attempt_id"] = claim_id
     elif rule.fence is Fence.DELIVERY_ID or name == "claim_delivery":
         arguments["delivery_id"] = claim_id
-    if name == "complete_execution":
+    if name == "complete_and_claim_delivery":
+        arguments["delivery_id"] = "fresh-delivery-id"
+    if name in ("complete_execution", "complete_and_claim_delivery"):
         arguments["result"] = {"ok": True}
     if name == "mark_execution_uncertain":
         arguments["reason"] = reason
@@ -45,7 +49,7 @@ def _arguments(name: str, claim_id: str, reason: str) -> dict[str, Any]:
 
 
 def _owner(record: tec.Checkpoint, name: str) -> str:
-    fence = TABLE.transitions[name].fence
+    fence = RULES[name].fence
     if fence is Fence.ATTEMPT_ID and record.execution is not None:
         return record.execution.attempt_id
     if fence is Fence.DELIVERY_ID and record.delivery is not None:
@@ -141,7 +145,7 @@ def next_validates_one_revision_on(
         and tec.Checkpoint.from_dict(following.to_dict()) == following
         and transition.expected_revision == checkpoint.revision
         and following.revision == checkpoint.revision + 1
-        and following.status is TABLE.transitions[name].target
+        and following.status is RULES[name].target
     )
 
 
@@ -155,7 +159,7 @@ def foreign_ids_never_finish_a_claim(
     valid foreign id it is refused as FENCE_CONFLICT (or INVALID_TRANSITION when the
     status is wrong for it)."""
     name = TRANSITIONS[transition_index]
-    rule = TABLE.transitions[name]
+    rule = RULES[name]
     record = records()[STATUSES[status_index]]
     if rule.fence is Fence.NONE or intruder == _owner(record, name):
         return True
@@ -193,10 +197,63 @@ def a_changed_binding_field_conflicts(status_index: int, field_index: int, value
     return False
 
 
+def _same_but_revision(made: tec.Checkpoint, parts: tec.Checkpoint) -> bool:
+    return made.to_dict() | {"revision": 0} == parts.to_dict() | {"revision": 0}
+
+
+@icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.ensure(lambda result: result)
+def a_composed_step_is_its_parts_in_one_write(
+    status_index: int, attempt_id: str, delivery_id: str, as_owner: bool, value: int
+) -> bool:
+    """A composed step refuses what its parts refuse; otherwise its next record is the
+    one its parts make one after the other, one revision past the stored one (a record
+    created claimed at the initial revision, over no record), granting the last part's
+    action."""
+    record = records()[STATUSES[status_index]]
+    owner = record.execution.attempt_id if record.execution is not None else attempt_id
+    who = owner if as_owner else attempt_id
+    payload = {"n": value}
+    try:
+        step = tec.complete_and_claim_delivery(
+            record, attempt_id=who, delivery_id=delivery_id, at=AT, result=payload
+        )
+    except tec.CheckpointError:
+        step = None
+    try:
+        done = tec.complete_execution(record, attempt_id=who, at=AT, result=payload)
+        parts = tec.claim_delivery(done.next, delivery_id=delivery_id, at=AT)
+    except tec.CheckpointError:
+        parts = None
+    if step is None or parts is None:
+        delivered_right = step is None and parts is None
+    else:
+        delivered_right = (
+            _same_but_revision(step.next, parts.next)
+            and step.expected_revision == record.revision
+            and step.next.revision == record.revision + 1
+            and step.action is parts.action
+        )
+    try:
+        created = tec.create_claimed(BINDING, attempt_id=attempt_id, at=AT)
+    except tec.CheckpointError:
+        return delivered_right
+    ready = tec.create_checkpoint(BINDING, created_at=AT)
+    claim = tec.claim_execution(ready, attempt_id=attempt_id, at=AT)
+    return (
+        delivered_right
+        and _same_but_revision(created.next, claim.next)
+        and created.expected_revision == 0
+        and created.next.revision == TABLE.initial_revision
+        and created.action is claim.action
+    )
+
+
 PROPERTIES = (
     decide_answers_execute_only_for_ready_or_released,
     no_claim_is_rearmed_but_by_its_owners_release,
     next_validates_one_revision_on,
     foreign_ids_never_finish_a_claim,
     a_changed_binding_field_conflicts,
+    a_composed_step_is_its_parts_in_one_write,
 )

@@ -20,7 +20,11 @@ from tool_execution_checkpoint.runner import (
 
 
 class ActsOnLostClaims(HostProtocol):
-    """Runs the tool (or sends) whatever its claim's swap answered."""
+    """Runs the tool (or sends) whatever its claim's create or swap answered."""
+
+    def after_create(self, state: CallState, answer: Any) -> Step:
+        del answer  # the bug: a record stored first does not matter either
+        return self.claim_landed(state)
 
     def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         del stored  # the bug: it does not matter whether the claim landed
@@ -61,8 +65,8 @@ class ReportsOwnClaimAsLost(HostProtocol):
         return super().decide(state, record)
 
     def after_confirm(self, state: CallState, answer: Any) -> Step:
-        if isinstance(answer, StoreFault) and state.writing is Phase.CLAIM:
-            return self.claim_not_landed(replace(state, phase=Phase.CLAIM, writing=None), None)
+        if isinstance(answer, StoreFault) and state.writing in (Phase.CREATE, Phase.CLAIM):
+            return self.claim_not_landed(replace(state, phase=state.writing, writing=None), None)
         return super().after_confirm(state, answer)
 
 

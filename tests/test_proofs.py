@@ -58,8 +58,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "a completed record without its result": (
         TRANSITIONS,
-        "        result=stored,",
-        "        result=None,",
+        "        result=stored,\n        delivery=checkpoint.delivery,",
+        "        result=None,\n        delivery=checkpoint.delivery,",
+    ),
+    "a delivery claimed with its result dropped": (
+        TRANSITIONS,
+        "        result=stored,\n        delivery=checked_delivery(delivery, when),",
+        "        result=None,\n        delivery=checked_delivery(delivery, when),",
+    ),
+    "a composed delivery claim under another id than its parts make": (
+        TRANSITIONS,
+        "        result=stored,\n        delivery=checked_delivery(delivery, when),",
+        "        result=stored,\n        delivery=checked_delivery(attempt, when),",
     ),
     "a foreign id releases a claim": (
         TRANSITIONS,
@@ -80,6 +90,7 @@ EXPLORER_CATCHES = {
     "an uncertain execution goes back to ready": "",
     "a transition skips a revision": "revision by more than one",
     "a completed record without its result": "INVALID_CHECKPOINT",
+    "a delivery claimed with its result dropped": "INVALID_CHECKPOINT",
 }
 
 CROSSHAIR_CATCHES = {
@@ -93,6 +104,10 @@ CROSSHAIR_CATCHES = {
     ),
     "a transition skips a revision": "properties.next_validates_one_revision_on",
     "a completed record without its result": "properties.next_validates_one_revision_on",
+    "a delivery claimed with its result dropped": "properties.next_validates_one_revision_on",
+    "a composed delivery claim under another id than its parts make": (
+        "properties.a_composed_step_is_its_parts_in_one_write"
+    ),
     "a changed binding is a cache hit": "properties.a_changed_binding_field_conflicts",
 }
 
@@ -137,7 +152,7 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "COUNTEREXAMPLE" in run.stdout
     assert EXPLORER_CATCHES[invariant] in run.stdout
-    assert "  1. w0 creates the record" in run.stdout  # a readable trace of worker steps
+    assert "  1. w0 creates executing@1" in run.stdout  # a readable trace of worker steps
 
 
 BROKEN_HOSTS = {
@@ -164,7 +179,7 @@ def test_the_explorer_catches_a_seeded_runner_bug(bug: str) -> None:
     report = explore(workers=2, depth=11, protocol=host(BINDING, clock=lambda: NOW))
     assert report.violation is not None
     assert message in report.violation
-    assert report.trace[1].startswith("w0 creates the record")
+    assert report.trace[1].startswith("w0 creates executing@1")
 
 
 @pytest.mark.parametrize("invariant", sorted(CROSSHAIR_CATCHES))

@@ -27,6 +27,7 @@ from tool_execution_checkpoint import (
     claim_execution,
     complete_execution,
     create_checkpoint,
+    create_claimed,
     mark_execution_uncertain,
 )
 from tool_execution_checkpoint.runner import (
@@ -85,7 +86,7 @@ def check_state(request: object, state: CallState) -> None:
     awaits_write = state.phase in SWAPS | {Phase.CREATE, Phase.CONFIRM}
     assert (state.pending is not None) == awaits_write, state.phase
     assert (state.writing is not None) == (state.phase is Phase.CONFIRM), state.phase
-    assert state.writing in SWAPS | {None}
+    assert state.writing in SWAPS | {Phase.CREATE, None}
     assert 0 <= state.retries <= RETRIES
     assert type(state.reraise) is bool
     if isinstance(request, RunOutcome):
@@ -194,6 +195,27 @@ def constant(value: object) -> Callable[[], Any]:
     return lambda: value
 
 
+def other_creates(then: Answer) -> Answer:
+    """Another worker's create of its claimed record lands first; ``then`` answers."""
+
+    def answer(store: MemoryStore, request: object) -> Any:
+        theirs = create_claimed(BINDING, attempt_id=f"{OTHER}.1", at=AT)
+        assert store.create_if_absent(KEY, theirs.next)
+        return then(store, request)
+
+    return answer
+
+
+def completed_by_other() -> MemoryStore:
+    """A store holding the record another worker completed (the tool ran there)."""
+    store = MemoryStore()
+    theirs = create_claimed(BINDING, attempt_id=f"{OTHER}.1", at=AT).next
+    done = complete_execution(theirs, attempt_id=f"{OTHER}.1", at=AT, result={"by": "other"})
+    assert store.create_if_absent(KEY, theirs)
+    assert store.compare_and_swap(KEY, done.expected_revision, done.next)
+    return store
+
+
 def other_claims(record: Checkpoint) -> Any:
     return claim_execution(record, attempt_id=f"{OTHER}.1", at=AT)
 
@@ -284,7 +306,7 @@ def test_the_invariant_check_catches_a_state_that_keeps_a_stale_write() -> None:
 
 @pytest.mark.parametrize(("polls", "gets"), [(0, ROUNDS), (2, ROUNDS + 2)])
 def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, gets: int) -> None:
-    replies: dict[int, Answer] = dict.fromkeys(range(1, 20), fault)
+    replies: dict[int, Answer] = {1: refused} | dict.fromkeys(range(2, 20), fault)
     protocol = HostProtocol(BINDING, polls=polls, poll_seconds=0.1)
     script = Script(replies=replies)
     outcome = script.run(protocol)
@@ -293,6 +315,17 @@ def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, ge
         "the store did not answer",
     )
     assert script.kinds == "C" + "G" * gets
+
+
+def test_a_create_of_unknown_outcome_is_read_back_retries_times() -> None:
+    script = Script(replies=dict.fromkeys(range(1, 20), fault))
+    outcome = script.run(HostProtocol(BINDING, polls=2, poll_seconds=0.1))
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.STORE_UNAVAILABLE,
+        "could not tell whether the claim landed",
+    )
+    assert script.kinds == "C" + "G" * RETRIES
+    assert not outcome.ran_tool
 
 
 @pytest.mark.parametrize(("polls", "creates"), [(0, ROUNDS), (2, ROUNDS + 2)])
@@ -321,66 +354,91 @@ def test_a_record_that_keeps_moving_is_decided_once_per_round() -> None:
     assert script.kinds == "CG" + "SG" * ROUNDS
     claims = [request.transition.next for request in script.requests if isinstance(request, Swap)]
     assert [c.execution.attempt_id for c in claims if c.execution] == [
-        f"{TOKEN}.{n}" for n in range(1, ROUNDS + 1)
+        f"{TOKEN}.{n}"
+        for n in range(2, ROUNDS + 2)  # .1 was the create's claim
     ]
 
 
 def test_a_write_of_unknown_outcome_is_read_back_retries_times() -> None:
-    script = Script(replies=dict.fromkeys(range(4, 20), fault))
+    script = Script(replies=dict.fromkeys(range(3, 20), fault))
     outcome = script.run()
     assert (outcome.status, outcome.reason) == (
         RunStatus.NEEDS_EXECUTION_RECONCILIATION,
         "the tool ran but its result could not be stored",
     )
-    assert script.kinds == "CST" + "S" + "G" * RETRIES
+    assert script.kinds == "CT" + "S" + "G" * RETRIES
 
 
 def test_a_write_read_back_unchanged_is_resent_retries_times() -> None:
-    script = Script(replies=dict.fromkeys(range(4, 20, 2), refused))
+    script = Script(replies=dict.fromkeys(range(3, 20, 2), refused))
     outcome = script.run()
     assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
-    assert script.kinds == "CST" + "SG" * RETRIES + "S"
+    assert script.kinds == "CT" + "SG" * RETRIES + "S"
 
 
 def test_each_write_starts_its_read_backs_afresh() -> None:
     # the claim's reply is lost and its first read-back fails: the result's write still
     # gets every read-back
-    replies: dict[int, Answer] = {2: lost_reply, 3: fault}
-    replies |= dict.fromkeys(range(6, 20), fault)
+    replies: dict[int, Answer] = {1: lost_reply, 2: fault}
+    replies |= dict.fromkeys(range(5, 20), fault)
     script = Script(replies=replies)
     outcome = script.run()
     assert outcome.reason == "the tool ran but its result could not be stored"
-    assert script.kinds == "CSGGT" + "S" + "G" * RETRIES
+    assert script.kinds == "CGGT" + "S" + "G" * RETRIES
 
 
 # --- whose claim a call reports -------------------------------------------------------------
 
 
 def test_a_claim_another_worker_won_is_lost_to_it() -> None:
-    script = Script()
-    script.replies = {2: first(other_claims, then=refused)}
+    store = MemoryStore()
+    assert store.create_if_absent(KEY, create_checkpoint(BINDING, created_at=AT))  # ready
+    script = Script(store=store)
+    script.replies = {3: first(other_claims, then=refused)}
     outcome = script.run()
     assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
     assert not outcome.ran_tool
     assert outcome.record is not None
     assert outcome.record.execution is not None
     assert outcome.record.execution.attempt_id == f"{OTHER}.1"
-    assert script.kinds == "CSG"
+    assert script.kinds == "CGSG"
+
+
+def test_a_create_another_workers_create_beat_decides_on_what_is_stored() -> None:
+    """A refused create says only that a record was stored first, as for a call that
+    comes late: the call waits for the claim or answers reconcile, never runs."""
+    script = Script(replies={1: other_creates(then=refused)})
+    outcome = script.run()
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert not outcome.ran_tool
+    assert script.kinds == "CG"
+    waits = Script(replies={1: other_creates(then=refused)})
+    waited = waits.run(HostProtocol(BINDING, polls=1, poll_seconds=0.1))
+    assert waited.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert waits.kinds == "CGZG"
+
+
+def test_a_create_of_unknown_outcome_read_back_as_anothers_claim_is_lost_to_it() -> None:
+    script = Script(replies={1: other_creates(then=fault)})
+    outcome = script.run()
+    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    assert not outcome.ran_tool
+    assert script.kinds == "CG"
 
 
 def test_a_claim_read_back_as_absent_reads_again_and_finds_the_winner() -> None:
     script = Script()
-    script.replies = {2: first(other_claims, then=fault), 3: answers(None)}
+    script.replies = {1: other_creates(then=fault), 2: answers(None)}
     outcome = script.run()
     assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
-    assert script.kinds == "CSGG"
+    assert script.kinds == "CGG"
 
 
 def test_an_own_claim_an_operator_moved_is_not_another_workers() -> None:
     script = Script()
     script.replies = {
-        2: lost_reply,
-        3: first(operator_marks, then=read),
+        1: lost_reply,
+        2: first(operator_marks, then=read),
     }
     outcome = script.run()
     assert (outcome.status, outcome.reason) == (
@@ -392,7 +450,7 @@ def test_an_own_claim_an_operator_moved_is_not_another_workers() -> None:
 
 def test_a_call_whose_result_an_operator_overtook_is_not_lost() -> None:
     script = Script()
-    script.replies = {4: first(operator_marks, then=refused)}
+    script.replies = {3: first(operator_marks, then=refused)}
     outcome = script.run()
     assert (outcome.status, outcome.reason) == (
         RunStatus.NEEDS_EXECUTION_RECONCILIATION,
@@ -401,36 +459,39 @@ def test_a_call_whose_result_an_operator_overtook_is_not_lost() -> None:
     assert outcome.ran_tool
     assert outcome.record is not None
     assert outcome.record.status is Status.UNCERTAIN
-    assert script.kinds == "CSTSG"  # decided on the record read back, not read again
+    assert script.kinds == "CTSG"  # decided on the record read back, not read again
 
 
 def test_a_delivery_another_worker_claimed_after_the_tool_ran_is_lost_to_it() -> None:
+    # an operator completed the execution while the tool ran, and another worker
+    # claimed its delivery, before this call's result and delivery claim were written
     script = Script()
-    script.replies = {5: first(other_claims_delivery, then=refused)}
+    script.replies = {3: first(operator_completes, other_claims_delivery, then=refused)}
     outcome = script.run()
     assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
     assert outcome.ran_tool
     assert outcome.record is not None
     assert outcome.record.status is Status.DELIVERING
-    assert script.kinds == "CSTSSG"
+    assert script.kinds == "CTSG"
 
 
 def test_a_delivery_claim_read_back_unchanged_is_claimed_again_with_a_new_id() -> None:
-    script = Script()
-    script.replies = {5: refused}
+    script = Script(store=completed_by_other())
+    script.replies = {3: refused}
     outcome = script.run()
-    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
-    assert script.kinds == "CSTSSGSDS"
+    assert outcome.status is RunStatus.DELIVERED_STORED_RESULT
+    assert outcome.payload == {"by": "other"}
+    assert script.kinds == "CGSGSDS"
     assert outcome.record is not None
     assert outcome.record.delivery is not None
-    assert outcome.record.delivery.delivery_id == f"{TOKEN}.3"
+    assert outcome.record.delivery.delivery_id == f"{TOKEN}.3"  # .1 the create, .2 refused
 
 
 def test_an_operator_completion_of_a_lost_claim_is_delivered_by_the_call() -> None:
     script = Script()
     script.replies = {
-        2: lost_reply,
-        3: first(operator_completes, then=read),
+        1: lost_reply,
+        2: first(operator_completes, then=read),
     }
     outcome = script.run()
     assert outcome.status is RunStatus.DELIVERED_STORED_RESULT
@@ -439,7 +500,7 @@ def test_an_operator_completion_of_a_lost_claim_is_delivered_by_the_call() -> No
 
 def test_a_release_an_operator_overtook_reports_the_operators_record_and_why() -> None:
     script = Script(tool=lambda: Raised(ToolDidNotRun()))
-    script.replies = {4: first(operator_marks, then=refused)}
+    script.replies = {3: first(operator_marks, then=refused)}
     outcome = script.run()
     assert (outcome.status, outcome.reason) == (
         RunStatus.NEEDS_EXECUTION_RECONCILIATION,

@@ -102,6 +102,12 @@ def test_mermaid_has_exactly_one_edge_per_source_of_each_transition() -> None:
     }
     expected.add(f"[*] --> {TABLE.initial_status}: create_checkpoint")
     expected |= {f"{rule.status} --> [*]" for rule in TABLE.statuses.values() if rule.terminal}
+    expected |= {
+        f"{source} --> {step.target}: {step.name}"
+        for step in TABLE.composed.values()
+        for source in (step.sources or ("[*]",))
+    }
+    assert "[*] --> executing: create_claimed" in expected
     assert edges == expected
     assert len(lines) - 1 == len(expected)
 
@@ -131,6 +137,19 @@ def _set(path: str, value: object) -> Mutation:
     return mutate
 
 
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(data)
+
+    return mutate
+
+
+CHAIN = "composed.complete_and_claim_delivery"
+PARTS_OF_THE_TABLE = f"{CHAIN}: composes two or more parts of the table, create first"
+ONE_FENCE_ONE_GRANT = f"{CHAIN}: only its first part may be fenced, only its last grant"
+
+
 def _delete(path: str) -> Mutation:
     def mutate(data: dict[str, Any]) -> None:
         *parents, leaf = path.split(".")
@@ -142,9 +161,15 @@ def _delete(path: str) -> Mutation:
     return mutate
 
 
-TRANSITION_KEYS = "['clears', 'fence', 'from', 'grants', 'meaning', 'requires_null', 'sets', 'to']"
+TRANSITION_KEYS = (
+    "['clears', 'durable', 'fence', 'from', 'grants', 'meaning', 'requires_null', 'sets', 'to']"
+)
+COMPOSED_KEYS = "['composes', 'from', 'meaning', 'recovery']"
 STATUS_KEYS = "['action', 'forbidden', 'meaning', 'required', 'terminal']"
-TOP_KEYS = "['errors', 'limits', 'promises', 'protocol', 'statuses', 'timestamps', 'transitions']"
+TOP_KEYS = (
+    "['composed', 'errors', 'limits', 'promises', 'protocol', 'statuses', 'timestamps',"
+    " 'transitions']"
+)
 PROTOCOL_KEYS = (
     "['format_why', 'hand_back', 'initial_revision', 'initial_revision_why', 'initial_status',"
     " 'schema_version']"
@@ -296,6 +321,94 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
     "an unknown key": (
         _set("transitions.claim_execution.lease_seconds", 30),
         f"transitions.claim_execution must have exactly the keys {TRANSITION_KEYS}",
+    ),
+    "a composed step of an unknown part": (
+        _set(f"{CHAIN}.composes", ["complete_execution", "deliver_twice"]),
+        PARTS_OF_THE_TABLE,
+    ),
+    "a composed step of one part": (
+        _set(f"{CHAIN}.composes", ["complete_execution"]),
+        PARTS_OF_THE_TABLE,
+    ),
+    "a composed step that creates after its first part": (
+        _set(f"{CHAIN}.composes", ["complete_execution", "create"]),
+        PARTS_OF_THE_TABLE,
+    ),
+    "a composed step named like a transition": (
+        _set("composed.claim_delivery", _data()["composed"]["complete_and_claim_delivery"]),
+        "composed.claim_delivery: composes two or more parts of the table, create first",
+    ),
+    "a composed step whose parts do not chain": (
+        _set(f"{CHAIN}.composes", ["complete_execution", "release_delivery"]),
+        f"{CHAIN}: complete_execution does not land where release_delivery leaves",
+    ),
+    "a composed step with a fenced second part": (
+        _both(
+            _set(f"{CHAIN}.composes", ["claim_execution", "complete_execution"]),
+            _set(f"{CHAIN}.from", ["ready"]),
+        ),
+        ONE_FENCE_ONE_GRANT,
+    ),
+    "a composed step that grants before its last part": (
+        _both(
+            _set(f"{CHAIN}.composes", ["claim_delivery", "complete_delivery"]),
+            _set(f"{CHAIN}.from", ["completed"]),
+        ),
+        ONE_FENCE_ONE_GRANT,
+    ),
+    "a composed step with a non-durable part": (
+        _both(
+            _set(f"{CHAIN}.composes", ["complete_delivery", "prune_result"]),
+            _set(f"{CHAIN}.from", ["delivering"]),
+        ),
+        f"{CHAIN}: a composed step is durable, so all its parts must be",
+    ),
+    "a creating step with a from-status": (
+        _set("composed.create_claimed.from", ["ready"]),
+        "composed.create_claimed: from is empty exactly when it creates, else the first's",
+    ),
+    "a composed step leaving where its first part does not": (
+        _set(f"{CHAIN}.from", ["completed"]),
+        f"{CHAIN}: from is empty exactly when it creates, else the first's",
+    ),
+    "a composed step without a from-status": (
+        _set(f"{CHAIN}.from", []),
+        f"{CHAIN}: from is empty exactly when it creates, else the first's",
+    ),
+    "a creating step whose first part does not leave the initial status": (
+        _set("composed.create_claimed.composes", ["create", "complete_execution"]),
+        "composed.create_claimed: its first part does not leave the initial status",
+    ),
+    "a composed row with an unknown key": (
+        _set("composed.create_claimed.lease_seconds", 30),
+        f"composed.create_claimed must have exactly the keys {COMPOSED_KEYS}",
+    ),
+    "a composed row that is not a table": (
+        _set("composed.create_claimed", "create"),
+        "[composed.create_claimed] must be a table",
+    ),
+    "a durable flag that is not a boolean": (
+        _set("transitions.claim_execution.durable", "yes"),
+        "transitions.claim_execution.durable must be a boolean",
+    ),
+    "a non-durable write that grants": (
+        _both(
+            _delete("composed.create_claimed"),
+            _set("transitions.claim_execution.durable", False),
+        ),
+        "claim_execution: a non-durable write grants none and leaves no executable status",
+    ),
+    "a non-durable write from an executable status": (
+        _both(
+            _set("transitions.claim_execution.grants", "none"),
+            _delete("composed.create_claimed"),
+            _set("transitions.claim_execution.durable", False),
+        ),
+        "claim_execution: a non-durable write grants none and leaves no executable status",
+    ),
+    "a status landed in both durably and not": (
+        _set("transitions.complete_delivery.durable", True),
+        "a status that a non-durable write lands in is landed in durably too",
     ),
     "a missing key": (
         _delete("transitions.claim_execution.grants"),
@@ -452,6 +565,7 @@ def _field_paths() -> list[tuple[str, object, str]]:
         f"transitions.claim_execution.{key}" for key in data["transitions"]["claim_execution"]
     ]
     paths += [f"errors.FENCE_CONFLICT.{key}" for key in data["errors"]["FENCE_CONFLICT"]]
+    paths += [f"{CHAIN}.{key}" for key in data["composed"]["complete_and_claim_delivery"]]
     for path in paths:
         node: Any = data
         for key in path.split("."):

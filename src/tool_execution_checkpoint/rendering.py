@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .table import TABLE, TransitionTable
+from .table import CREATE, TABLE, TransitionTable
 from .validation import TIMESTAMP_PATTERN
 
 __all__ = [
@@ -42,6 +42,9 @@ def render_mermaid(table: TransitionTable = TABLE) -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {table.initial_status}: create_checkpoint"]
     for rule in table.transitions.values():
         lines.extend(f"    {source} --> {rule.target}: {rule.name}" for source in rule.sources)
+    for step in table.composed.values():
+        sources = step.sources or ("[*]",)
+        lines.extend(f"    {source} --> {step.target}: {step.name}" for source in sources)
     lines.extend(f"    {rule.status} --> [*]" for rule in table.statuses.values() if rule.terminal)
     return "\n".join(lines) + "\n"
 
@@ -72,18 +75,24 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "A host keeps one record per tool call in a store that offers create-if-absent, get"
         " and an atomic compare-and-swap (CAS) on the record's revision. For each tool call"
         " it:\n",
-        "1. creates the record with `create_checkpoint` and stores it if absent;",
-        "2. loads the stored record and calls `decide_checkpoint(record, binding)`;",
-        "3. follows the action: for `execute`, calls `claim_execution`, CASes the next"
-        " record from the expected revision, and runs the tool only if that CAS won;",
-        "4. stores the exact result with `complete_execution` and a CAS (or, when the tool"
-        " stopped before it had any effect, gives the claim up with `release_execution`);",
-        "5. claims the delivery with `claim_delivery` and a CAS, sends the stored payload"
-        " only if that CAS won, then records the outcome with `complete_delivery` (sent) or"
-        " `release_delivery` (known not sent).\n",
-        "After a crash or reconnect it starts again at step 2. A lost CAS, or a write whose"
-        " outcome is unknown, always means: reload and decide. Nothing is ever done on a CAS"
-        " that did not confirm success.\n",
+        "1. creates the record already claimed with `create_claimed` and stores it if"
+        " absent, and runs the tool only if that create stored it; when a record is stored"
+        " already, it loads it, calls `decide_checkpoint(record, binding)` and follows the"
+        " action: for `execute` it claims with `claim_execution` and a CAS from the"
+        " expected revision, and runs the tool only if that CAS won;",
+        "2. stores the exact result and claims its delivery in one CAS with"
+        " `complete_and_claim_delivery` (or, when the tool stopped before it had any"
+        " effect, gives the claim up with `release_execution`; when it cannot tell what the"
+        " tool did, marks it with `mark_execution_uncertain`);",
+        "3. sends the stored payload only if that CAS won, then records the outcome with"
+        " `complete_delivery` (sent) or `release_delivery` (known not sent). A record found"
+        " `completed` (`deliver`) is claimed with `claim_delivery` and a CAS first.\n",
+        "So a call makes three writes: two durable ones before anything is sent (the claim"
+        " before the tool runs, the result with its delivery claim before it is"
+        " delivered) and the delivered mark, which a store may acknowledge before it is"
+        " flushed (see *durable* below). After a crash or reconnect it loads the record"
+        " and decides. A lost CAS, or a write whose outcome is unknown, always means:"
+        " reload and decide. Nothing is ever done on a CAS that did not confirm success.\n",
         "### When the framework delivers\n",
         f"{table.hand_back}\n",
         "## Statuses\n",
@@ -107,15 +116,43 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         " (`INVALID_TRANSITION`), then a caller whose id does not match the"
         " *fence* (`FENCE_CONFLICT`). Besides `revision`, `status` and `updatedAt`, it writes"
         " the fields in *sets* and nulls those in *clears*. The host may do what it *grants*"
-        " only after its store's CAS from `expected_revision` to `next` succeeded.\n",
-        "| transition | from | requires null | to | fence | sets | clears | grants | meaning |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " only after its store's CAS from `expected_revision` to `next` succeeded. A"
+        " transition that is not *durable* grants nothing and may be acknowledged by the"
+        " store before it is flushed: a store crash that loses it leaves the record in its"
+        " source status, whose answer is safe. Every write landing in"
+        f" {_code(sorted(table.relaxed_statuses))} is such a write, so a store tells them by"
+        " the status of the record it writes.\n",
+        "| transition | from | requires null | to | fence | sets | clears | grants | durable"
+        " | meaning |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in table.transitions.values():
         out.append(
             f"| `{t.name}` | {_code(t.sources)} | {_code(sorted(t.requires_null))} |"
             f" `{t.target}` | `{t.fence}` |"
-            f" {_code(t.sets)} | {_code(t.clears)} | `{t.grants}` | {t.meaning} |"
+            f" {_code(t.sets)} | {_code(t.clears)} | `{t.grants}` |"
+            f" {'yes' if t.durable else 'no'} | {t.meaning} |"
+        )
+    out += [
+        "",
+        "## Composed steps\n",
+        "A composed step is one durable write doing what its parts do, one after the other:"
+        " one create-if-absent or one CAS instead of one per part, and no store ever holds"
+        " the records in between. Its pure function returns `(action, expected_revision,"
+        " next)` like a transition's, with `next` exactly the record its parts make, at"
+        " `expected_revision + 1` (a created step's `expected_revision` is 0: no record)."
+        " Its fence is its first part's, its grant its last part's. *Recovery* says which"
+        " recovery answers change because the records in between are never stored, and why"
+        " that is safe.\n",
+        "| step | parts | from | to | fence | grants | meaning | recovery |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in table.composed.values():
+        parts = (CREATE, *c.parts) if c.creates else c.parts
+        sources = _code(c.sources) if c.sources else "no record"
+        out.append(
+            f"| `{c.name}` | {_code(parts)} | {sources} | `{c.target}` | `{c.fence}` |"
+            f" `{c.grants}` | {c.meaning} | {c.recovery} |"
         )
     out += [
         "",

@@ -53,9 +53,9 @@ from .transitions import (
     Transition,
     claim_delivery,
     claim_execution,
+    complete_and_claim_delivery,
     complete_delivery,
-    complete_execution,
-    create_checkpoint,
+    create_claimed,
     decide_checkpoint,
     mark_execution_uncertain,
     release_delivery,
@@ -286,12 +286,12 @@ class Raised:
 class Phase(enum.Enum):
     """What the call's last request was, so what its answer means."""
 
-    CREATE = "create the record if absent"
+    CREATE = "create the record claimed, if absent"
     LOAD = "read the record"
     WAIT = "wait for a call in flight"
     CLAIM = "swap the execution claim"
     RUN = "run the tool"
-    STORE = "swap the result"
+    STORE = "swap the result and the delivery claim"
     MARK = "swap the execution uncertain"
     GIVE_UP = "swap the execution released"
     CLAIM_DELIVERY = "swap the delivery claim"
@@ -413,10 +413,11 @@ class HostProtocol:
     # --- reading and deciding ---------------------------------------------------------
 
     def after_create(self, state: CallState, answer: Any) -> Step:
-        if answer is True:  # the ready record this call created: decide claims it
-            assert state.pending is not None
-            return self.decide(state, state.pending.next)
-        return self.load(replace(state, pending=None))
+        if answer is True:  # the record this call created, claimed: run the tool
+            return self.claim_landed(state)
+        if isinstance(answer, StoreFault):  # it may have landed: read it back
+            return self.confirm(state)
+        return self.load(replace(state, pending=None))  # a record was stored: decide on it
 
     def load(self, state: CallState) -> Step:
         """Read the record, unless this call has used up its rounds."""
@@ -434,9 +435,10 @@ class HostProtocol:
         return self.decide(state, self.read(answer))
 
     def start_over(self, state: CallState) -> tuple[Create, CallState]:
-        """Create the record, if absent."""
-        record = create_checkpoint(self.binding, created_at=self.clock())
-        return Create(record), replace(state, phase=Phase.CREATE, pending=_creation(record))
+        """Create the record already claimed by a new claim id, if absent."""
+        creation = create_claimed(self.binding, attempt_id=state.claim_id(), at=self.clock())
+        state = replace(state, phase=Phase.CREATE, pending=creation, claims=state.claims + 1)
+        return Create(creation.next), state
 
     def read(self, answer: Any) -> Checkpoint:
         """The record a read returned, validated and checked against the binding."""
@@ -572,9 +574,10 @@ class HostProtocol:
         assert record is not None
         assert record.execution is not None
         try:
-            done = complete_execution(
+            done = complete_and_claim_delivery(
                 record,
                 attempt_id=record.execution.attempt_id,
+                delivery_id=state.claim_id(),
                 at=self.clock(),
                 result=result,
                 max_payload_bytes=self.max_payload_bytes,
@@ -584,7 +587,8 @@ class HostProtocol:
                 raise  # not the result's fault: a broken record or core is never hidden
             why = f"the tool's result could not be stored: {error.code.value}"
             return self.mark(state, why)
-        return self.write(replace(state, reason=reason), Phase.STORE, done)
+        state = replace(state, reason=reason, claims=state.claims + 1)
+        return self.write(state, Phase.STORE, done)
 
     def mark(self, state: CallState, reason: str, *, reraise: bool = False) -> Step:
         record = state.record
@@ -626,10 +630,6 @@ class HostProtocol:
             RunStatus.NEEDS_EXECUTION_RECONCILIATION,
             "the tool did not run, but its release could not be recorded",
         )
-
-    def stored(self, state: CallState) -> Step:
-        assert state.pending is not None  # the completed record: decide claims its delivery
-        return self.decide(state, state.pending.next)
 
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         # Only an operator moves a claim this call holds: go by what it did.
@@ -731,12 +731,6 @@ _UNSTORABLE = frozenset({ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXC
 """The refusals of a result that mark the execution uncertain instead of being raised."""
 
 
-def _creation(record: Checkpoint) -> Transition:
-    """The create request as a write from revision 0, so every write is pending alike
-    (only its record is read: a create is never swapped)."""
-    return Transition(Action.NONE, 0, record)  # pragma: no mutate (action, revision unread)
-
-
 HANDLERS: Mapping[Phase, str] = {
     Phase.CREATE: "after_create",
     Phase.LOAD: "after_load",
@@ -757,8 +751,9 @@ HANDLERS: Mapping[Phase, str] = {
 modelling a broken host overrides one step)."""
 
 LANDED: Mapping[Phase, str] = {
+    Phase.CREATE: "claim_landed",
     Phase.CLAIM: "claim_landed",
-    Phase.STORE: "stored",
+    Phase.STORE: "delivery_claimed",
     Phase.MARK: "marked",
     Phase.GIVE_UP: "gave_up",
     Phase.CLAIM_DELIVERY: "delivery_claimed",
@@ -768,6 +763,7 @@ LANDED: Mapping[Phase, str] = {
 """What a write's phase does once the write is known to have landed."""
 
 NOT_LANDED: Mapping[Phase, str] = {
+    Phase.CREATE: "claim_not_landed",
     Phase.CLAIM: "claim_not_landed",
     Phase.STORE: "store_not_landed",
     Phase.MARK: "mark_not_landed",
@@ -780,6 +776,7 @@ NOT_LANDED: Mapping[Phase, str] = {
 record read back, when it was read back)."""
 
 UNSETTLED: Mapping[Phase, str] = {
+    Phase.CREATE: "claim_unsettled",
     Phase.CLAIM: "claim_unsettled",
     Phase.STORE: "store_unsettled",
     Phase.MARK: "mark_unsettled",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -29,7 +29,9 @@ __all__ = [
     "NULLABLE_PARTS",
     "RECORD_FIELDS",
     "TABLE",
+    "CREATE",
     "Action",
+    "ComposedRule",
     "ErrorRule",
     "Fence",
     "Limits",
@@ -148,7 +150,33 @@ class TransitionRule:
     sets: tuple[str, ...]
     clears: tuple[str, ...]
     grants: Action
+    durable: bool
     meaning: str
+
+
+CREATE = "create"
+"""The name a composed step uses, as its first part, for create_checkpoint's new record."""
+
+
+@dataclass(frozen=True, slots=True)
+class ComposedRule:
+    """One composed step: one write doing what its parts do, one after the other.
+
+    ``parts`` are table transitions, after :data:`CREATE` when ``creates``; ``sources``
+    is empty when it creates. ``target``, ``fence``, ``grants`` and ``requires_null``
+    are derived from the parts (the last part's target and grant, the first part's fence
+    and null requirements)."""
+
+    name: str
+    creates: bool
+    parts: tuple[str, ...]
+    sources: tuple[Status, ...]
+    target: Status
+    fence: Fence
+    requires_null: frozenset[str]
+    grants: Action
+    meaning: str
+    recovery: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +201,8 @@ class TransitionTable:
     limits: Limits
     statuses: Mapping[Status, StatusRule]
     transitions: Mapping[str, TransitionRule]
+    composed: Mapping[str, ComposedRule]
+    relaxed_statuses: frozenset[Status]
     timestamp_format: str
     timestamp_ordering: str
     timestamp_ordering_why: str
@@ -273,8 +303,20 @@ def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
         _keys(
             row,
             where,
-            {"from", "to", "fence", "requires_null", "sets", "clears", "grants", "meaning"},
+            {
+                "from",
+                "to",
+                "fence",
+                "requires_null",
+                "sets",
+                "clears",
+                "grants",
+                "durable",
+                "meaning",
+            },
         )
+        if not isinstance(row["durable"], bool):
+            raise SpecError(f"{where}.durable must be a boolean")
         sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
         sets = _strs(row, "sets", where)
         clears = _strs(row, "clears", where)
@@ -294,9 +336,68 @@ def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
             sets=sets,
             clears=clears,
             grants=_enum(Action, _str(row, "grants", where), where),
+            durable=row["durable"],
             meaning=_str(row, "meaning", where),
         )
     return transitions
+
+
+def _load_composed(
+    data: Mapping[str, object], transitions: Mapping[str, TransitionRule], initial: Status
+) -> dict[str, ComposedRule]:
+    """The composed steps, derived from their parts, which must chain."""
+    composed: dict[str, ComposedRule] = {}
+    for name, row in _table(data, "composed").items():
+        where = f"composed.{name}"
+        if not isinstance(row, dict):
+            raise SpecError(f"[{where}] must be a table")
+        _keys(row, where, {"composes", "from", "meaning", "recovery"})
+        names = _strs(row, "composes", where)
+        creates = bool(names) and names[0] == CREATE
+        parts = names[1:] if creates else names
+        if name in transitions or len(names) < 2 or not set(parts) <= set(transitions):
+            raise SpecError(f"{where}: composes two or more parts of the table, create first")
+        rules = [transitions[part] for part in parts]
+        sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
+        if creates != (not sources) or not set(sources) <= set(rules[0].sources):
+            raise SpecError(f"{where}: from is empty exactly when it creates, else the first's")
+        if creates and initial not in rules[0].sources:
+            raise SpecError(f"{where}: its first part does not leave the initial status")
+        for before, after in zip(rules, rules[1:], strict=False):
+            if before.target not in after.sources:
+                raise SpecError(f"{where}: {before.name} does not land where {after.name} leaves")
+        if any(rule.fence is not Fence.NONE for rule in rules[1:]) or any(
+            rule.grants is not Action.NONE for rule in rules[:-1]
+        ):
+            raise SpecError(f"{where}: only its first part may be fenced, only its last grant")
+        if not all(rule.durable for rule in rules):
+            raise SpecError(f"{where}: a composed step is durable, so all its parts must be")
+        composed[name] = ComposedRule(
+            name=name,
+            creates=creates,
+            parts=parts,
+            sources=sources,
+            target=rules[-1].target,
+            fence=Fence.NONE if creates else rules[0].fence,
+            requires_null=frozenset() if creates else rules[0].requires_null,
+            grants=rules[-1].grants,
+            meaning=_str(row, "meaning", where),
+            recovery=_str(row, "recovery", where),
+        )
+    return composed
+
+
+def _relaxed_statuses(
+    transitions: Mapping[str, TransitionRule], composed: Mapping[str, ComposedRule]
+) -> frozenset[Status]:
+    """The statuses that only non-durable writes land in (so a store can tell a write it
+    may acknowledge before the flush by the status of the record it writes)."""
+    relaxed = frozenset(rule.target for rule in transitions.values() if not rule.durable)
+    durable = {rule.target for rule in transitions.values() if rule.durable}
+    durable |= {rule.target for rule in composed.values()}
+    if relaxed & durable:
+        raise SpecError("a status that a non-durable write lands in is landed in durably too")
+    return relaxed
 
 
 def _load_errors(data: Mapping[str, object]) -> dict[ErrorCode, ErrorRule]:
@@ -361,6 +462,13 @@ def _check_safety(table: TransitionTable) -> None:
             not EXECUTABLE.issuperset(rule.sources) or rule.target is not Status.EXECUTING
         ):
             raise SpecError(f"{rule.name}: only ready or released -> executing may grant execute")
+        if not rule.durable and (
+            rule.grants is not Action.NONE
+            or any(table.statuses[source].action is Action.EXECUTE for source in rule.sources)
+        ):
+            raise SpecError(
+                f"{rule.name}: a non-durable write grants none and leaves no executable status"
+            )
 
 
 def load_table(text: str) -> TransitionTable:
@@ -385,7 +493,16 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
     _keys(
         data,
         "the table",
-        {"protocol", "limits", "timestamps", "statuses", "transitions", "promises", "errors"},
+        {
+            "protocol",
+            "limits",
+            "timestamps",
+            "statuses",
+            "transitions",
+            "composed",
+            "promises",
+            "errors",
+        },
     )
     protocol = _table(data, "protocol")
     _keys(
@@ -406,16 +523,20 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
     _keys(timestamps, "[timestamps]", {"format", "ordering", "ordering_why"})
     promises = _table(data, "promises")
     _keys(promises, "[promises]", {"guarantees", "non_guarantees"})
+    initial = _enum(Status, _str(protocol, "initial_status", "protocol"), "protocol")
+    transitions = _load_transitions(data)
     table = TransitionTable(
         schema_version=_int(protocol, "schema_version", "protocol"),
-        initial_status=_enum(Status, _str(protocol, "initial_status", "protocol"), "protocol"),
+        initial_status=initial,
         initial_revision=_int(protocol, "initial_revision", "protocol"),
         initial_revision_why=_str(protocol, "initial_revision_why", "protocol"),
         format_why=_str(protocol, "format_why", "protocol"),
         hand_back=_str(protocol, "hand_back", "protocol"),
         limits=Limits(**{key: _int(limits, key, "limits") for key in limits}),
         statuses=MappingProxyType(_load_statuses(data)),
-        transitions=MappingProxyType(_load_transitions(data)),
+        transitions=MappingProxyType(transitions),
+        composed=MappingProxyType({}),
+        relaxed_statuses=frozenset(),
         timestamp_format=_str(timestamps, "format", "timestamps"),
         timestamp_ordering=_str(timestamps, "ordering", "timestamps"),
         timestamp_ordering_why=_str(timestamps, "ordering_why", "timestamps"),
@@ -424,7 +545,13 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
         errors=MappingProxyType(_load_errors(data)),
     )
     _check_safety(table)
-    return table
+    # The composed steps are checked against transitions that are safe already.
+    composed = _load_composed(data, transitions, initial)
+    return replace(
+        table,
+        composed=MappingProxyType(composed),
+        relaxed_statuses=_relaxed_statuses(transitions, composed),
+    )
 
 
 TABLE: TransitionTable = load_table(spec_file("transitions.toml").read_text(encoding="utf-8"))

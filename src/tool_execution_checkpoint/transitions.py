@@ -9,6 +9,9 @@ compare-and-swap from ``expected_revision`` and does ``action`` only if that swa
 Which statuses a transition leaves from, where it lands, which fence it checks and what
 it grants all come from :data:`~tool_execution_checkpoint.table.TABLE`. The functions
 here only build the parts of the next record that the table says the transition sets.
+The table's composed steps (:func:`create_claimed`, :func:`complete_and_claim_delivery`)
+are one write each: their postcondition checks that the next record is exactly the one
+their parts make, one after the other, at one past the stored revision.
 
 The icontract postconditions state what this module promises and catch bugs in it; they
 never signal a caller's mistake (bad input raises :class:`CheckpointError` whether
@@ -41,7 +44,7 @@ from .records import (
     mask_of_parts,
     present_mask,
 )
-from .table import EXECUTABLE, TABLE, Action, Fence, Status, TransitionRule
+from .table import EXECUTABLE, TABLE, Action, ComposedRule, Fence, Status, TransitionRule
 from .validation import (
     check_identifier,
     check_max_payload_bytes,
@@ -56,9 +59,11 @@ __all__ = [
     "Transition",
     "claim_delivery",
     "claim_execution",
+    "complete_and_claim_delivery",
     "complete_delivery",
     "complete_execution",
     "create_checkpoint",
+    "create_claimed",
     "decide_checkpoint",
     "mark_execution_uncertain",
     "prune_result",
@@ -79,9 +84,8 @@ CONTRACTS_ENABLED: bool = __debug__ and os.environ.get("TOOL_CHECKPOINT_CONTRACT
 """Whether the icontract postconditions run (read once, at import)."""
 
 _CLAIMED = frozenset({Status.EXECUTING, Status.UNCERTAIN})
-_REQUIRES_NULL = {
-    name: mask_of_parts(rule.requires_null) for name, rule in TABLE.transitions.items()
-}
+_RULES: Mapping[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TABLE.composed}
+_REQUIRES_NULL = {name: mask_of_parts(rule.requires_null) for name, rule in _RULES.items()}
 _MAX_REVISION = TABLE.limits.max_revision
 
 
@@ -211,7 +215,7 @@ def _broken_promise(
         return "the binding and creation time never change"
     if not _payload_kept(before, following):
         return "a completed payload never changes"
-    rule = TABLE.transitions[name]
+    rule = _RULES[name]
     if not (
         before.status in rule.sources
         and following.status is rule.target
@@ -245,6 +249,117 @@ def _transition_contracts(name: str) -> Callable[[_F], _F]:
     return decorate
 
 
+def _same_but_revision(made: Checkpoint, parts: Checkpoint) -> bool:
+    """``made`` is the record ``parts`` made, but for the revision: a composed step is one
+    write, so its record is one past the stored revision however many parts it has."""
+    return (
+        made.status is parts.status
+        and made.binding == parts.binding
+        and made.created_at == parts.created_at
+        and made.updated_at == parts.updated_at
+        and made.execution == parts.execution
+        and made.result == parts.result
+        and made.delivery == parts.delivery
+    )
+
+
+def _broken_creation(binding: Binding, transition: Transition, parts: Transition) -> str | None:
+    """The first promise of create_claimed that ``transition`` breaks, or None;
+    ``parts`` is what its parts make (create_checkpoint, then claim_execution)."""
+    rule = TABLE.composed["create_claimed"]
+    following = transition.next
+    if not _conforms(following):
+        return "next validates"
+    if not (transition.expected_revision == 0 and following.revision == TABLE.initial_revision):
+        return "a created record is at the initial revision, over no record"
+    if following.binding is not binding:
+        return "the record is the binding's"
+    if following.status is not rule.target or transition.action is not rule.grants:
+        return "create_claimed lands in and grants what the table says"
+    if not _same_but_revision(following, parts.next):
+        return "next is the record its parts make"
+    return None
+
+
+def _broken_delivery_claim(
+    *,
+    OLD: Any,
+    record: object,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    payload: object,
+    max_payload_bytes: int,
+    result: Transition,
+) -> str | None:
+    """The first promise of complete_and_claim_delivery that ``result`` breaks, or None:
+    every promise of a transition, and its next record is exactly the one its parts make
+    (complete_execution, then claim_delivery, with the same arguments)."""
+    name = "complete_and_claim_delivery"
+    promise = _broken_promise(name, OLD.record, record, result)
+    if promise is not None:
+        return promise
+    parts = _completed_and_claimed_by_parts(
+        OLD.record,
+        attempt_id=attempt_id,
+        delivery_id=delivery_id,
+        at=at,
+        payload=payload,
+        max_payload_bytes=max_payload_bytes,
+    )
+    if not _same_but_revision(result.next, parts.next):
+        return "next is the record its parts make"
+    return None
+
+
+def _claims_delivery_by_its_parts(
+    *,
+    OLD: Any,
+    record: object,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    payload: object,
+    max_payload_bytes: int,
+    result: Transition,
+) -> bool:
+    broken = _broken_delivery_claim(
+        OLD=OLD,
+        record=record,
+        attempt_id=attempt_id,
+        delivery_id=delivery_id,
+        at=at,
+        payload=payload,
+        max_payload_bytes=max_payload_bytes,
+        result=result,
+    )
+    return broken is None
+
+
+def _delivery_claim_violation(
+    *,
+    OLD: Any,
+    record: object,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    payload: object,
+    max_payload_bytes: int,
+    result: Transition,
+) -> icontract.ViolationError:
+    broken = _broken_delivery_claim(
+        OLD=OLD,
+        record=record,
+        attempt_id=attempt_id,
+        delivery_id=delivery_id,
+        at=at,
+        payload=payload,
+        max_payload_bytes=max_payload_bytes,
+        result=result,
+    )
+    return icontract.ViolationError(f"complete_and_claim_delivery broke a promise: {broken}")
+
+
 # --- the engine -------------------------------------------------------------------------
 
 
@@ -266,7 +381,9 @@ def _load(record: object, max_payload_bytes: int) -> Checkpoint:
     return Checkpoint.from_dict(record, max_payload_bytes=limit)
 
 
-def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> TransitionRule:
+def _guard(
+    name: str, record: Checkpoint, claim_id: str | None = None
+) -> TransitionRule | ComposedRule:
     """Return the table's rule for ``name`` if it may leave from ``record`` for this caller.
 
     Raises:
@@ -275,7 +392,7 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
             when the rule is fenced and ``claim_id`` is not the
             stored attempt id or delivery id.
     """
-    rule = TABLE.transitions[name]
+    rule = _RULES[name]
     if record.status not in rule.sources:
         raise CheckpointError(
             ErrorCode.INVALID_TRANSITION,
@@ -305,7 +422,7 @@ def _guard(name: str, record: Checkpoint, claim_id: str | None = None) -> Transi
 
 
 def _advance(
-    rule: TransitionRule,
+    rule: TransitionRule | ComposedRule,
     record: Checkpoint,
     at: str,
     *,
@@ -699,6 +816,136 @@ def prune_result(
         execution=checkpoint.execution,
         result=checkpoint.result.pruned(when),
         delivery=checkpoint.delivery,
+    )
+
+
+# --- the composed steps -----------------------------------------------------------------
+
+
+def _created_claimed_by_parts(binding: Binding, attempt_id: str, at: Timestamp) -> Transition:
+    created = create_checkpoint(binding, created_at=at)
+    return claim_execution(created, attempt_id=attempt_id, at=at)
+
+
+def _creates_by_its_parts(
+    binding: Binding, attempt_id: str, at: Timestamp, result: Transition
+) -> bool:
+    return (
+        _broken_creation(binding, result, _created_claimed_by_parts(binding, attempt_id, at))
+        is None
+    )
+
+
+def _creation_violation(
+    binding: Binding, attempt_id: str, at: Timestamp, result: Transition
+) -> icontract.ViolationError:
+    parts = _created_claimed_by_parts(binding, attempt_id, at)
+    return icontract.ViolationError(
+        f"create_claimed broke a promise: {_broken_creation(binding, result, parts)}"
+    )
+
+
+@icontract.ensure(_creates_by_its_parts, error=_creation_violation, enabled=CONTRACTS_ENABLED)
+def create_claimed(binding: Binding, *, attempt_id: str, at: Timestamp) -> Transition:
+    """A new record for ``binding``, already claimed by ``attempt_id``: status executing,
+    at the initial revision, created and claimed at ``at``. Store it with create-if-absent
+    (``expected_revision`` is 0: no record); a create that stored it grants ``execute``:
+    run the tool once. A create that finds a record stored never overwrites it: load that
+    one and decide on it instead.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for a binding that is not a Binding, a bad
+            ``attempt_id`` or a bad ``at``.
+    """
+    if type(binding) is not Binding:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = TABLE.composed["create_claimed"]
+    following = checked_checkpoint(
+        TABLE.initial_revision,
+        rule.target,
+        binding,
+        when,
+        when,
+        execution=checked_execution(attempt, when),
+    )
+    return Transition(rule.grants, 0, following)
+
+
+def _completed_and_claimed_by_parts(
+    before: Checkpoint,
+    *,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    payload: object,
+    max_payload_bytes: int,
+) -> Transition:
+    done = complete_execution(
+        before, attempt_id=attempt_id, at=at, result=payload, max_payload_bytes=max_payload_bytes
+    )
+    return claim_delivery(
+        done.next, delivery_id=delivery_id, at=at, max_payload_bytes=max_payload_bytes
+    )
+
+
+def complete_and_claim_delivery(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    result: object,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """executing -> delivering in one swap: store ``result`` (the exact JSON payload, as
+    :func:`complete_execution` stores it) and claim its delivery for ``delivery_id``. Only
+    the owning attempt may. A won swap grants ``deliver``: send ``next.result.payload``,
+    then release or complete the delivery.
+
+    Raises:
+        CheckpointError: INVALID_TRANSITION from any status but executing; FENCE_CONFLICT
+            for a foreign ``attempt_id``; PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED for a
+            bad ``result``; INVALID_ARGUMENT for a bad ``attempt_id``, ``delivery_id``,
+            ``at`` or ``max_payload_bytes``; every error of :func:`validate_checkpoint`.
+    """
+    return _complete_and_claim_delivery(
+        record,
+        attempt_id=attempt_id,
+        delivery_id=delivery_id,
+        at=at,
+        payload=result,
+        max_payload_bytes=max_payload_bytes,
+    )
+
+
+@icontract.snapshot(_as_checkpoint, enabled=CONTRACTS_ENABLED)
+@icontract.ensure(
+    _claims_delivery_by_its_parts, error=_delivery_claim_violation, enabled=CONTRACTS_ENABLED
+)
+def _complete_and_claim_delivery(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    payload: object,
+    max_payload_bytes: int,
+) -> Transition:
+    checkpoint = _load(record, max_payload_bytes)
+    attempt = check_identifier(attempt_id, "attempt_id", ErrorCode.INVALID_ARGUMENT)
+    delivery = check_identifier(delivery_id, "delivery_id", ErrorCode.INVALID_ARGUMENT)
+    when = timestamp_argument(at, "at")
+    rule = _guard("complete_and_claim_delivery", checkpoint, attempt)
+    stored = checked_result(payload, when, max_payload_bytes)
+    return _advance(
+        rule,
+        checkpoint,
+        when,
+        execution=checkpoint.execution,
+        result=stored,
+        delivery=checked_delivery(delivery, when),
     )
 
 
