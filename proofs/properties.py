@@ -20,12 +20,20 @@ from typing import Any
 import icontract
 
 import tool_execution_checkpoint as tec
-from tool_execution_checkpoint.table import EXECUTABLE, TABLE, Action, Fence, Status
+from tool_execution_checkpoint.table import (
+    EXECUTABLE,
+    TABLE,
+    Action,
+    ComposedRule,
+    Fence,
+    Status,
+    TransitionRule,
+)
 
 AT = "2026-01-01T00:00:00Z"
 BINDING = tec.Binding("proofs", "call-1", "tool", "1", "sha256:0")
 STATUSES = tuple(TABLE.statuses)
-RULES = {**TABLE.transitions, **TABLE.composed}
+RULES: dict[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TABLE.composed}
 TRANSITIONS = (*TABLE.transitions, *(n for n, step in TABLE.composed.items() if not step.creates))
 """Every transition over a record: the table's, then its composed steps that do not create."""
 BINDING_FIELDS = tuple(tec.Binding.JSON_NAMES)

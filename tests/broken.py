@@ -47,11 +47,12 @@ class OverwritingStore(MemoryStore):
 
 
 class ForgetfulStore(MemoryStore):
-    """Acknowledges the compare-and-swap that completes an execution, then loses it (a
-    write-back cache that dies before it flushes)."""
+    """Acknowledges the compare-and-swap that stores an execution's result (with its
+    delivery claim, or alone), then loses it (a write-back cache that dies before it
+    flushes)."""
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        if record.status is Status.COMPLETED:
+        if record.status in (Status.COMPLETED, Status.DELIVERING):
             with self._lock:
                 return self._revisions.get(key) == expected_revision
         return super().compare_and_swap(key, expected_revision, record)

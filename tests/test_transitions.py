@@ -1721,3 +1721,255 @@ def test_next_validates_checks_what_the_transition_made_not_what_it_kept() -> No
     corrupted = dataclasses.replace(completed, execution=execution)
     claimed = tec.claim_delivery(corrupted, delivery_id="d-1", at=AT).next
     assert claimed.execution is execution
+
+
+# --- the composed steps ---------------------------------------------------------------------
+
+
+def _parts_make(record: Checkpoint, delivery_id: str, payload: object, at: str) -> Checkpoint:
+    """What complete_execution then claim_delivery make of ``record``."""
+    assert record.execution is not None
+    attempt = record.execution.attempt_id
+    done = tec.complete_execution(record, attempt_id=attempt, at=at, result=payload)
+    return tec.claim_delivery(done.next, delivery_id=delivery_id, at=at).next
+
+
+def _but_revision(record: Checkpoint) -> dict[str, Any]:
+    return record.to_dict() | {"revision": None}
+
+
+def test_every_composed_step_is_a_public_function_that_keeps_the_table() -> None:
+    assert set(TABLE.composed) == {"create_claimed", "complete_and_claim_delivery"}
+    created = tec.create_claimed(BINDING, attempt_id="attempt-1", at=AT)
+    step = tec.complete_and_claim_delivery(
+        created.next, attempt_id="attempt-1", delivery_id="delivery-1", at=LATER, result=[1]
+    )
+    for name, made in (("create_claimed", created), ("complete_and_claim_delivery", step)):
+        rule = TABLE.composed[name]
+        assert getattr(tec, name) is getattr(transitions_module, name)
+        assert name in tec.__all__
+        assert (made.action, made.next.status) == (rule.grants, rule.target)
+    assert TABLE.composed["complete_and_claim_delivery"].fence is Fence.ATTEMPT_ID
+
+
+@given(binding=bindings, attempt=identifiers, at=timestamps())
+def test_create_claimed_is_create_then_claim_in_one_write(
+    binding: Binding, attempt: str, at: str
+) -> None:
+    created = tec.create_claimed(binding, attempt_id=attempt, at=at)
+    ready = create_checkpoint(binding, created_at=at)
+    claim = tec.claim_execution(ready, attempt_id=attempt, at=at)
+    assert created.action is Action.EXECUTE is claim.action
+    assert (created.expected_revision, created.next.revision) == (0, TABLE.initial_revision)
+    assert _but_revision(created.next) == _but_revision(claim.next)
+    assert Checkpoint.from_dict(created.next.to_dict()) == created.next
+    assert decide_checkpoint(created.next, binding).action is Action.RECONCILE_EXECUTION
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"binding": {"callId": "c"}}, "binding"),
+        ({"attempt_id": ""}, "attempt_id"),
+        ({"attempt_id": "a\x00b"}, "attempt_id"),
+        ({"at": "yesterday"}, "at"),
+        ({"at": datetime(2024, 5, 6)}, "at"),  # a naive datetime is refused
+    ],
+)
+def test_create_claimed_refuses_bad_arguments_by_name(
+    arguments: dict[str, Any], field: str
+) -> None:
+    call_arguments: dict[str, Any] = {"binding": BINDING, "attempt_id": "attempt-1", "at": AT}
+    call_arguments |= arguments
+    binding = call_arguments.pop("binding")
+    error = assert_raises_code(
+        ErrorCode.INVALID_ARGUMENT, tec.create_claimed, binding, **call_arguments
+    )
+    assert error.field == field
+    assert "a\x00b" not in str(error)
+    assert "yesterday" not in str(error)
+
+
+@given(
+    record=records(Status.EXECUTING),
+    delivery=identifiers,
+    payload=json_values,
+    at=timestamps(),
+    form=st.sampled_from(FORMS),
+)
+def test_complete_and_claim_delivery_is_complete_then_claim_in_one_write(
+    record: Checkpoint, delivery: str, payload: JSONValue, at: str, form: str
+) -> None:
+    assert record.execution is not None
+    raw = in_form(record, form)
+    before = snapshot(raw)
+    step = tec.complete_and_claim_delivery(
+        raw, attempt_id=record.execution.attempt_id, delivery_id=delivery, at=at, result=payload
+    )
+    assert snapshot(raw) == before
+    assert step.action is Action.DELIVER
+    assert (step.expected_revision, step.next.revision) == (record.revision, record.revision + 1)
+    assert _but_revision(step.next) == _but_revision(_parts_make(record, delivery, payload, at))
+    assert step.next.result is not None
+    assert step.next.result.payload == payload
+
+
+@pytest.mark.parametrize("status", [s for s in STATUSES if s is not Status.EXECUTING])
+def test_complete_and_claim_delivery_leaves_from_executing_only(status: Status) -> None:
+    record = RECORDS[status]
+    owner = record.execution.attempt_id if record.execution is not None else "attempt-1"
+    error = assert_raises_code(
+        ErrorCode.INVALID_TRANSITION,
+        tec.complete_and_claim_delivery,
+        record,
+        attempt_id=owner,
+        delivery_id="delivery-1",
+        at=AT,
+        result=1,
+    )
+    assert error.field == "status"
+
+
+def test_complete_and_claim_delivery_is_fenced_by_the_attempt_id() -> None:
+    executing = RECORDS[Status.EXECUTING]
+    assert executing.execution is not None
+    for intruder in ("intruder", executing.execution.attempt_id + "x"):
+        error = assert_raises_code(
+            ErrorCode.FENCE_CONFLICT,
+            tec.complete_and_claim_delivery,
+            executing,
+            attempt_id=intruder,
+            delivery_id="delivery-1",
+            at=AT,
+            result=1,
+        )
+        assert error.field == "attempt_id"
+        assert intruder not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code", "field"),
+    [
+        ({"delivery_id": ""}, ErrorCode.INVALID_ARGUMENT, "delivery_id"),
+        ({"attempt_id": "x" * 257}, ErrorCode.INVALID_ARGUMENT, "attempt_id"),
+        ({"at": "now"}, ErrorCode.INVALID_ARGUMENT, "at"),
+        ({"result": float("nan")}, ErrorCode.PAYLOAD_NOT_JSON, "payload"),
+        ({"result": "x" * 70_000}, ErrorCode.PAYLOAD_LIMIT_EXCEEDED, "payload"),
+        ({"max_payload_bytes": 0}, ErrorCode.INVALID_ARGUMENT, "max_payload_bytes"),
+    ],
+)
+def test_complete_and_claim_delivery_refuses_what_its_parts_refuse(
+    arguments: dict[str, Any], code: ErrorCode, field: str
+) -> None:
+    executing = RECORDS[Status.EXECUTING]
+    assert executing.execution is not None
+    call_arguments: dict[str, Any] = {
+        "attempt_id": executing.execution.attempt_id,
+        "delivery_id": "delivery-1",
+        "at": AT,
+        "result": {"ok": True},
+    }
+    error = assert_raises_code(
+        code, tec.complete_and_claim_delivery, executing, **(call_arguments | arguments)
+    )
+    assert error.field == field
+
+
+def _guarded_delivery_claim(change: Callable[[Transition], Transition]) -> Callable[..., Any]:
+    """complete_and_claim_delivery's own body, its result changed by ``change``, under the
+    same snapshot and postcondition."""
+    body = transitions_module._complete_and_claim_delivery.__wrapped__  # type: ignore[attr-defined]
+
+    def broken(record: RecordLike, **arguments: Any) -> Transition:
+        return change(body(record, **arguments))
+
+    ensure = icontract.ensure(
+        transitions_module._claims_delivery_by_its_parts,
+        error=transitions_module._delivery_claim_violation,
+    )
+    return icontract.snapshot(transitions_module._as_checkpoint)(ensure(broken))
+
+
+def _claimed_late(made: Transition) -> Transition:
+    delivery = made.next.delivery
+    assert delivery is not None
+    late = dataclasses.replace(delivery, claimed_at="2030-01-01T00:00:00Z")
+    return made._replace(next=dataclasses.replace(made.next, delivery=late))
+
+
+def test_the_composed_postcondition_catches_a_record_its_parts_do_not_make() -> None:
+    """A delivery claimed at another time than the result passes every promise of a
+    single transition; only the comparison with the parts catches it."""
+    executing = RECORDS[Status.EXECUTING]
+    assert executing.execution is not None
+    arguments: dict[str, Any] = {
+        "attempt_id": executing.execution.attempt_id,
+        "delivery_id": "delivery-1",
+        "at": AT,
+        "payload": 1,
+        "max_payload_bytes": LIMITS.default_max_payload_bytes,
+    }
+    assert _guarded_delivery_claim(lambda made: made)(executing, **arguments)  # control
+    with pytest.raises(icontract.ViolationError) as caught:
+        _guarded_delivery_claim(_claimed_late)(executing, **arguments)
+    assert str(caught.value) == (
+        "complete_and_claim_delivery broke a promise: next is the record its parts make"
+    )
+    with pytest.raises(icontract.ViolationError) as caught:
+        _guarded_delivery_claim(skip_a_revision_of)(executing, **arguments)
+    assert str(caught.value) == (
+        "complete_and_claim_delivery broke a promise: expected_revision is the input's"
+        " revision and next is one past it"
+    )
+
+
+def skip_a_revision_of(made: Transition) -> Transition:
+    return made._replace(next=dataclasses.replace(made.next, revision=made.next.revision + 1))
+
+
+def _guarded_creation(change: Callable[[Checkpoint], Checkpoint]) -> Callable[..., Transition]:
+    body = transitions_module.create_claimed.__wrapped__  # type: ignore[attr-defined]
+
+    def broken(binding: Binding, *, attempt_id: str, at: str) -> Transition:
+        made: Transition = body(binding, attempt_id=attempt_id, at=at)
+        return made._replace(next=change(made.next))
+
+    return icontract.ensure(
+        transitions_module._creates_by_its_parts, error=transitions_module._creation_violation
+    )(broken)
+
+
+@pytest.mark.parametrize(
+    ("change", "promise"),
+    [
+        (lambda record: record, None),
+        (
+            lambda record: dataclasses.replace(record, revision=2),
+            "a created record is at the initial revision, over no record",
+        ),
+        (
+            lambda record: dataclasses.replace(record, updated_at="2030-01-01T00:00:00Z"),
+            "next is the record its parts make",
+        ),
+        (
+            lambda record: dataclasses.replace(record, status=Status.READY, execution=None),
+            "create_claimed lands in and grants what the table says",
+        ),
+        (
+            lambda record: dataclasses.replace(
+                record, binding=dataclasses.replace(BINDING, call_id="other")
+            ),
+            "the record is the binding's",
+        ),
+    ],
+)
+def test_the_creation_postcondition_catches_a_broken_create_claimed(
+    change: Callable[[Checkpoint], Checkpoint], promise: str | None
+) -> None:
+    guarded = _guarded_creation(change)
+    if promise is None:  # the control: the body unchanged keeps every promise
+        assert guarded(BINDING, attempt_id="attempt-1", at=AT).next.revision == 1
+        return
+    with pytest.raises(icontract.ViolationError) as caught:
+        guarded(BINDING, attempt_id="attempt-1", at=AT)
+    assert str(caught.value) == f"create_claimed broke a promise: {promise}"

@@ -2,9 +2,10 @@
 faults against the store under test and a model store, side by side.
 
 :func:`protocol_machine` returns a Hypothesis ``RuleBasedStateMachine`` class. Its workers
-follow the host protocol of the README one store operation per step (create if absent,
-load and decide, CAS the claim, run the tool, CAS the result, CAS the delivery claim,
-send, CAS the outcome), and Hypothesis interleaves the steps of different workers
+follow the host protocol of the README one store operation per step (create the record
+claimed if absent, or load and decide and CAS the claim; run the tool; CAS the result
+with its delivery claim; send; CAS the outcome), and Hypothesis interleaves the steps of
+different workers
 arbitrarily. What a worker does after loading is read off the transition table: the
 decided action picks the transition, and the operator may only use the table's fenced
 transitions out of a claimed status.
@@ -61,7 +62,6 @@ from ..transitions import (
     Transition,
     complete_delivery,
     complete_execution,
-    create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
     prune_result,
@@ -172,22 +172,18 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # --- store access, kept in step with the model -------------------------------------
 
-    def _write(self, key_index: int, transition: Transition | None, fault: Fault) -> Any:
-        """Write a transition's next record (or create the record when ``transition`` is
-        None) to the store under test, then to the model if it reached the store; return
-        the runner's answer (True, False or StoreFault)."""
+    def _write(self, key_index: int, transition: Transition, fault: Fault) -> Any:
+        """Write a transition's next record (created if absent when it is from revision 0,
+        no record) to the store under test, then to the model if it reached the store;
+        return the runner's answer (True, False or StoreFault)."""
         truth = self.truths[key_index]
         self.store.arm(fault)
-        if transition is None:
-            created = create_checkpoint(truth.binding, created_at=NOW)
+        step = transition
 
-            def apply(store: CheckpointStore) -> bool:
-                return store.create_if_absent(truth.key, created)
-        else:
-            step = transition
-
-            def apply(store: CheckpointStore) -> bool:
-                return store.compare_and_swap(truth.key, step.expected_revision, step.next)
+        def apply(store: CheckpointStore) -> bool:
+            if step.expected_revision == 0:
+                return store.create_if_absent(truth.key, step.next)
+            return store.compare_and_swap(truth.key, step.expected_revision, step.next)
 
         before = self.model.get(truth.key)
         try:
@@ -203,9 +199,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert applied == expected, (
                 f"the store answered {applied} where the model answered {expected}"
             )
-            if applied and transition is not None and transition.next.status is Status.EXECUTING:
+            if applied and transition.next.status is Status.EXECUTING:
                 truth.claimed = True
-            if applied and transition is not None and transition.next.status is Status.RELEASED:
+            if applied and transition.next.status is Status.RELEASED:
                 assert before is not None
                 owner = before["execution"]["attemptId"]
                 assert all(attempt != owner for attempt, _ in truth.executions), (
@@ -264,7 +260,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     ) -> Any:
         truth = self.truths[worker.key]
         if isinstance(request, Create):
-            return self._write(worker.key, None, fault)
+            assert state.pending is not None  # a create is the call's pending write
+            return self._write(worker.key, state.pending, fault)
         if isinstance(request, Swap):
             return self._write(worker.key, request.transition, fault)
         if isinstance(request, Get):

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..records import Binding
 from ..runner import RunStatus, run_once
-from ..store import CheckpointStore, StoreError
+from ..store import CheckpointStore, StoreError, checkpoint_key
+from ..transitions import create_checkpoint
 
 __all__ = ["StressReport", "threaded_stress"]
 
@@ -71,11 +72,18 @@ def threaded_stress(
     store: CheckpointStore, *, threads: int = 8, keys: int = 64, seed: int = 0
 ) -> StressReport:
     """Start ``threads`` threads at once; each runs the protocol for every one of
-    ``keys`` checkpoints in its own random order. Returns what happened; the caller
-    asserts that every tool ran exactly once and every result was delivered once."""
+    ``keys`` checkpoints in its own random order. Every other key starts stored as a
+    ready record, so that its claims race through compare-and-swap; the others start
+    absent, so that theirs race through create-if-absent of the claimed record. Returns
+    what happened; the caller asserts that every tool ran exactly once and every result
+    was delivered once."""
     bindings = [
         Binding("stress", f"call-{index}", "tool", "1", "sha256:0") for index in range(keys)
     ]
+    for binding in bindings[::2]:
+        created = create_checkpoint(binding, created_at=NOW)
+        if not store.create_if_absent(checkpoint_key(binding), created):
+            raise AssertionError("create_if_absent refused a new key")
     executions: Counter[str] = Counter()
     deliveries: Counter[str] = Counter()
     lost = 0
