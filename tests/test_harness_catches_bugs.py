@@ -21,7 +21,6 @@ from broken_hosts import (
     RerunsOnReconcile,
 )
 from tool_execution_checkpoint import (
-    TABLE,
     Action,
     Checkpoint,
     CheckpointError,

@@ -29,7 +29,11 @@ The contract (see :mod:`tool_execution_checkpoint.store`):
 - Every operation is one round trip: autocommit (no BEGIN/COMMIT), unnamed statements
   (no separate prepare), no connection check on checkout. Durability is the server's:
   a reported success has been committed, and with ``synchronous_commit`` on (the
-  default, checked at first use) it has been flushed to the WAL.
+  default, checked at first use) it has been flushed to the WAL. The one exception, by
+  default, is a swap that marks a record delivered (a status of
+  ``TABLE.relaxed_statuses``): it commits asynchronously, in the same one statement;
+  see ``synchronous_delivered`` on :class:`PostgresStore` for the loss window and why
+  it is safe.
 - **Ambiguous commits.** When a write fails after it was sent (the connection dropped,
   the backend was terminated, the server crashed or the statement was cancelled), it may
   or may not have been applied: the store raises
@@ -107,6 +111,9 @@ _CEILING = TABLE.limits.ceiling_max_payload_bytes
 _APPLICATION_NAME = "tool-execution-checkpoint"
 _STATUSES = sorted(status.value for status in Status)
 
+_RELAX = " AND set_config('synchronous_commit', 'off', true) = 'off'"
+"""The condition that makes a compare-and-swap commit asynchronously (see _Sql)."""
+
 _Operation = Literal["create", "get", "compare-and-swap", "list"]
 
 
@@ -136,6 +143,12 @@ def _check_timeout(value: object) -> float:
         field="connect_timeout",
         limit=600,
     )
+
+
+def _check_flag(value: object, field: str) -> bool:
+    if type(value) is not bool:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be True or False", field=field)
+    return value
 
 
 def _check_sizes(min_size: object, max_size: object) -> tuple[int, int]:
@@ -294,12 +307,17 @@ class _Sql:
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
             ).format(qualified)
         )
-        self.update = render(
-            sql.SQL(
-                "UPDATE {} SET revision = %s, status = %s, updated_us = %s, record = %s "
-                "WHERE key = %s AND revision = %s"
-            ).format(qualified)
+        update = (
+            "UPDATE {} SET revision = %s, status = %s, updated_us = %s, record = %s "
+            "WHERE key = %s AND revision = %s"
         )
+        self.update = render(sql.SQL(update).format(qualified))
+        # A relaxed swap is the same UPDATE with one more condition, always true, that
+        # turns synchronous_commit off for the statement's own transaction (is_local:
+        # until it ends, as SET LOCAL). It is evaluated for the row before the row is
+        # updated, so whenever the swap writes, its commit is asynchronous; when it finds
+        # no row at the revision, nothing is written and nothing is committed.
+        self.update_relaxed = render(sql.SQL(update + _RELAX).format(qualified))
         self.select = render(sql.SQL("SELECT record FROM {} WHERE key = %s").format(qualified))
         # A listing is one statement of two parts: the rows the (status, updated_us)
         # columns place, and the rows whose status column is no status (listed by their
@@ -549,9 +567,14 @@ def _create_params(key: str, record: Checkpoint) -> tuple[Any, ...]:
     )
 
 
-def _swap_params(key: str, expected_revision: int, record: Checkpoint) -> tuple[Any, ...]:
+def _swap_statement(
+    statements: _Sql, key: str, expected_revision: int, record: Checkpoint, *, relax: bool
+) -> tuple[bytes, tuple[Any, ...]]:
+    """The UPDATE of a compare-and-swap and its parameters: the relaxed one when ``relax``
+    and the record's status is one that only non-durable transitions land in."""
     record = check_swap(key, expected_revision, record)
-    return (
+    relaxed = relax and record.status in TABLE.relaxed_statuses
+    params = (
         record.revision,
         record.status.value,
         timestamp_microseconds(record.updated_at),
@@ -559,6 +582,7 @@ def _swap_params(key: str, expected_revision: int, record: Checkpoint) -> tuple[
         key,
         expected_revision,
     )
+    return (statements.update_relaxed if relaxed else statements.update), params
 
 
 def _operation_failure(error: psycopg.Error, operation: _Operation, *, write: bool) -> StoreError:
@@ -606,6 +630,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         max_size: int = 10,
         create_table: bool = True,
         durable: bool = True,
+        synchronous_delivered: bool = False,
     ) -> None:
         self._sql = _Sql(
             _check_name(schema, _SCHEMA_NAME, "schema", 63),
@@ -615,6 +640,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         min_size, max_size = _check_sizes(min_size, max_size)
         self._create_table = bool(create_table)
         self._durable = bool(durable)
+        self._relax = not _check_flag(synchronous_delivered, "synchronous_delivered")
         self._ready = False
         self._closed = False
         self._order: list[str] = _STATUSES  # the server's order, read at setup
@@ -670,6 +696,12 @@ class _PostgresStoreBase(Generic[_PoolT]):
             options["create_table"] = False
         return cls(url, **options)
 
+    def _swap(
+        self, key: str, expected_revision: int, record: Checkpoint
+    ) -> tuple[bytes, tuple[Any, ...]]:
+        """The statement and parameters of ``compare_and_swap``, for both stores."""
+        return _swap_statement(self._sql, key, expected_revision, record, relax=self._relax)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(table={self._sql.schema}.{self._sql.table})"
 
@@ -697,9 +729,45 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             schema). With False, a missing table is a StoreError.
         durable: Refuse a server with ``synchronous_commit`` or ``fsync`` off (the
             default). Pass False only for tests and throwaway data.
+        synchronous_delivered: With False (the default), a ``compare_and_swap`` whose
+            record's status is in ``TABLE.relaxed_statuses`` (today delivered, which only
+            complete_delivery and prune_result land in) commits asynchronously: the server
+            acknowledges it before its WAL is flushed; every other write waits for the
+            flush as the server's ``synchronous_commit`` says. With True, every write
+            waits. It must be a bool (from :meth:`from_url` and :func:`open_url` too, as
+            a keyword option: the URL's query is libpq's).
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for a bad argument, before anything is sent.
+
+    **Delivered marks are acknowledged before they are flushed** (unless
+    ``synchronous_delivered=True``). Such a swap is still one UPDATE in one round trip:
+    its WHERE clause also evaluates ``set_config('synchronous_commit', 'off', true)``,
+    which, like SET LOCAL, holds only until the statement's own transaction ends, and
+    PostgreSQL decides a transaction's commit mode by the setting in effect when it
+    commits. The connection goes back to the pool with the server's setting, so no other
+    write is relaxed by it. The compare-and-swap is unchanged: it swaps exactly when the
+    row is at the expected revision, and ``get`` reads back exactly the record written.
+
+    *What may be lost.* PostgreSQL documents the risk window of an asynchronous commit
+    as at most three times ``wal_writer_delay`` (200 ms by default, so about 0.6 s): a
+    server crash, an OS crash or an immediate-mode shutdown within that time after the
+    acknowledgement may lose the write (a synchronous standby is not waited for either).
+    The database then recovers as if that transaction had rolled back: nothing is
+    corrupted, and the record is the one before it. WAL is flushed in order, up to a
+    position, and replayed in commit order, so any later durable commit on the server
+    flushes every earlier relaxed one with it: a lost write is never followed by a kept
+    one, and no hole is left.
+
+    *Why the default is safe.* No guarantee depends on the delivered mark: the table
+    marks complete_delivery and prune_result non-durable, and refuses that for any
+    transition that grants an action or leaves a status answered with execute. A lost
+    completion leaves the record delivering, which the protocol answers with
+    reconcile-delivery (never execute), and a host that hands results back to its
+    framework answers it from the stored payload, as it does delivered; a lost prune
+    leaves the record delivered with its payload, to be pruned again. Pass True where
+    something outside the protocol reads the delivered mark and must never see it
+    regress.
     """
 
     _POOL = ConnectionPool
@@ -876,7 +944,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the row under ``key`` with ``record`` if its revision is still
         ``expected_revision`` (one UPDATE ... WHERE key AND revision); return whether it
-        did.
+        did. A ``record`` in a status of ``TABLE.relaxed_statuses`` (delivered) commits
+        asynchronously unless the store was made with ``synchronous_delivered=True``.
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for a bad key, or a record whose revision is
@@ -884,8 +953,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             OutcomeUnknownError: the UPDATE was sent and its outcome is unknown: read back.
             StoreError: it failed and was not applied.
         """
-        params = _swap_params(key, expected_revision, record)
-        count, _ = self._execute("compare-and-swap", self._sql.update, params, write=True)
+        query, params = self._swap(key, expected_revision, record)
+        count, _ = self._execute("compare-and-swap", query, params, write=True)
         return count == 1
 
     def list_records(
@@ -949,7 +1018,8 @@ def open_url(url: str, *, create: bool = True, **options: Any) -> PostgresStore:
     :func:`tool_execution_checkpoint.open_store`: :meth:`PostgresStore.from_url`, with
     the same URLs, errors and options (``create``, and the constructor's ``schema``,
     ``table``, ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``,
-    ``durable``). Nothing is sent before the first operation."""
+    ``durable``, ``synchronous_delivered``). Nothing is sent before the first
+    operation."""
     return PostgresStore.from_url(url, create=create, **options)
 
 
@@ -966,7 +1036,17 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
     """The asyncio twin of :class:`PostgresStore`, over psycopg_pool's
     :class:`~psycopg_pool.AsyncConnectionPool`, with the same arguments, contract and
     errors. Its operations are coroutines; close it with :meth:`aclose`. Use it from one
-    event loop: the one its first operation runs on (its pool lives there)."""
+    event loop: the one its first operation runs on (its pool lives there).
+
+    ``synchronous_delivered`` is :class:`PostgresStore`'s, with the same statements:
+    with False (the default), a swap that marks a record delivered (a status of
+    ``TABLE.relaxed_statuses``) commits asynchronously, in its one UPDATE, and may be
+    lost in a server or OS crash within about three times ``wal_writer_delay`` after it
+    was acknowledged (WAL is flushed in order, so a later durable commit flushes it
+    too). That is safe because no guarantee depends on the delivered mark: losing it
+    leaves delivering, which the protocol answers with reconcile-delivery, and a host
+    that hands results back answers from the stored payload. With True, every write
+    waits for the flush."""
 
     _POOL = AsyncConnectionPool
     _setup_lock: asyncio.Lock | None = None  # made on first use, in the store's loop
@@ -1121,8 +1201,8 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
 
     async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """See :meth:`PostgresStore.compare_and_swap`."""
-        params = _swap_params(key, expected_revision, record)
-        count, _ = await self._execute("compare-and-swap", self._sql.update, params, write=True)
+        query, params = self._swap(key, expected_revision, record)
+        count, _ = await self._execute("compare-and-swap", query, params, write=True)
         return count == 1
 
     async def list_records(

@@ -14,6 +14,7 @@ repository's ``spec/`` directly.
 from __future__ import annotations
 
 import enum
+import itertools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -26,10 +27,10 @@ from typing import TypeVar
 from .errors import ErrorCode
 
 __all__ = [
+    "CREATE",
     "NULLABLE_PARTS",
     "RECORD_FIELDS",
     "TABLE",
-    "CREATE",
     "Action",
     "ComposedRule",
     "ErrorRule",
@@ -363,7 +364,7 @@ def _load_composed(
             raise SpecError(f"{where}: from is empty exactly when it creates, else the first's")
         if creates and initial not in rules[0].sources:
             raise SpecError(f"{where}: its first part does not leave the initial status")
-        for before, after in zip(rules, rules[1:], strict=False):
+        for before, after in itertools.pairwise(rules):
             if before.target not in after.sources:
                 raise SpecError(f"{where}: {before.name} does not land where {after.name} leaves")
         if any(rule.fence is not Fence.NONE for rule in rules[1:]) or any(
