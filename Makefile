@@ -49,11 +49,13 @@ pytest: $(STAMP)
 spec: $(STAMP)
 	$(BIN)/python -m tool_execution_checkpoint.rendering --write
 
-## proofs: the explorer and CrossHair at the thorough bounds of proofs/README.md
+## proofs: the explorer (core contracts on) and CrossHair at the thorough bounds of proofs/README.md
 ## (make test runs them at their fast bounds, in tests/test_proofs.py)
 proofs: $(STAMP)
-	$(BIN)/python proofs/explore.py --workers 2 --depth 14 --json proofs/results-explore-2.json
-	$(BIN)/python proofs/explore.py --workers 3 --depth 10 --json proofs/results-explore-3.json
+	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 2 --depth 14 \
+		--json proofs/results-explore-2.json
+	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 3 --depth 10 \
+		--json proofs/results-explore-3.json
 	$(BIN)/python proofs/crosshair_check.py --timeout 60 --json proofs/results-crosshair.json
 	$(BIN)/pytest -q -p no:cacheprovider --hypothesis-profile=crosshair tests/test_validation.py \
 		-k "$(CROSSHAIR_BACKEND_TESTS)"

@@ -1452,8 +1452,12 @@ print(json.dumps(out))
 """
 
 
-def run_probe(contracts: str) -> dict[str, Any]:
-    env = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": contracts}
+def run_probe(contracts: str | None) -> dict[str, Any]:
+    """Run the probe in a fresh interpreter with TOOL_CHECKPOINT_CONTRACTS set to
+    ``contracts`` (unset for None: the default, contracts off)."""
+    env = {**os.environ, "TOOL_CHECKPOINT_CONTRACTS": contracts or ""}
+    if contracts is None:
+        del env["TOOL_CHECKPOINT_CONTRACTS"]
     env.pop("PYTHONOPTIMIZE", None)
     completed = subprocess.run(
         [sys.executable, "-c", CONTRACTS_OFF_PROBE],
@@ -1464,7 +1468,7 @@ def run_probe(contracts: str) -> dict[str, Any]:
         check=False,
         timeout=60,
     )
-    if contracts == "0":
+    if contracts != "1":
         assert completed.returncode == 0, completed.stderr
         result: dict[str, Any] = json.loads(completed.stdout)
         return result
@@ -1473,6 +1477,14 @@ def run_probe(contracts: str) -> dict[str, Any]:
     assert "icontract" in completed.stderr
     assert "CheckpointError" not in completed.stderr
     return {}
+
+
+def test_contracts_are_off_by_default_and_on_only_when_asked() -> None:
+    for setting in (None, "0", "", "yes"):
+        probe = run_probe(setting)
+        assert probe["enabled"] is False, setting
+        assert probe["unchecked_revision"] == TABLE.initial_revision + 2
+    run_probe("1")  # raises unless icontract caught the broken engine
 
 
 def test_contracts_off_in_a_subprocess_keeps_the_same_errors() -> None:

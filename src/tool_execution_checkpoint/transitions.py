@@ -15,8 +15,10 @@ their parts make, one after the other, at one past the stored revision.
 
 The icontract postconditions state what this module promises and catch bugs in it; they
 never signal a caller's mistake (bad input raises :class:`CheckpointError` whether
-contracts are on or off). They are on unless Python runs with ``-O`` or the environment
-sets ``TOOL_CHECKPOINT_CONTRACTS=0``.
+contracts are on or off). They are off unless the environment sets
+``TOOL_CHECKPOINT_CONTRACTS=1`` (and Python does not run with ``-O``): they check this
+library's own code, which the test suite, the explorer and the mutation run exercise with
+them on, and they cost a production call more than the rest of the core does.
 """
 
 from __future__ import annotations
@@ -80,8 +82,9 @@ Timestamp: TypeAlias = str | datetime
 
 DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 
-CONTRACTS_ENABLED: bool = __debug__ and os.environ.get("TOOL_CHECKPOINT_CONTRACTS", "1") != "0"
-"""Whether the icontract postconditions run (read once, at import)."""
+CONTRACTS_ENABLED: bool = __debug__ and os.environ.get("TOOL_CHECKPOINT_CONTRACTS") == "1"
+"""Whether the icontract postconditions run (read once, at import): only when the
+environment sets TOOL_CHECKPOINT_CONTRACTS=1."""
 
 _CLAIMED = frozenset({Status.EXECUTING, Status.UNCERTAIN})
 _RULES: Mapping[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TABLE.composed}
