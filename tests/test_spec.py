@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tool_execution_checkpoint import TABLE, Status
+from tool_execution_checkpoint import TABLE, Action, Status
 from tool_execution_checkpoint.rendering import (
     render_markdown,
     render_mermaid,
@@ -146,6 +146,16 @@ def _both(*mutations: Mutation) -> Mutation:
 
 
 CHAIN = "composed.complete_and_claim_delivery"
+
+
+def _add_peek(data: dict[str, Any]) -> None:
+    """A transition completed -> completed that grants deliver (a claim that stores
+    nothing): safe alone, but a composed step may grant only in its last part."""
+    peek = copy.deepcopy(data["transitions"]["claim_delivery"])
+    peek.update({"to": "completed", "sets": []})
+    data["transitions"]["peek"] = peek
+
+
 PARTS_OF_THE_TABLE = f"{CHAIN}: composes two or more parts of the table, create first"
 ONE_FENCE_ONE_GRANT = f"{CHAIN}: only its first part may be fenced, only its last grant"
 
@@ -355,6 +365,21 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
             _set(f"{CHAIN}.from", ["completed"]),
         ),
         ONE_FENCE_ONE_GRANT,
+    ),
+    "a composed step with only its second part fenced": (
+        _set(f"{CHAIN}.composes", ["mark_execution_uncertain", "complete_execution"]),
+        ONE_FENCE_ONE_GRANT,
+    ),
+    "a composed step granting in its middle part": (
+        _both(
+            _add_peek,
+            _set(f"{CHAIN}.composes", ["complete_execution", "peek", "claim_delivery"]),
+        ),
+        ONE_FENCE_ONE_GRANT,
+    ),
+    "a composed step from an unknown status": (
+        _set(f"{CHAIN}.from", ["paused"]),
+        f"{CHAIN}: 'paused' is not a valid Status",
     ),
     "a composed step with a non-durable part": (
         _both(
@@ -637,3 +662,17 @@ def test_a_fence_needs_its_owner_in_every_status_it_leaves(
     with pytest.raises(SpecError) as refused:
         table_from_data(data)
     assert str(refused.value) == message
+
+
+def test_a_composed_step_takes_its_fence_and_null_requirements_from_its_first_part() -> None:
+    data = _data()
+    _set("transitions.complete_execution.requires_null", ["delivery"])(data)
+    table = table_from_data(data)
+    step = table.composed["complete_and_claim_delivery"]
+    assert step.requires_null == frozenset({"delivery"})
+    assert step.fence is table.transitions["complete_execution"].fence
+    assert (step.target, step.grants) == (Status.DELIVERING, Action.DELIVER)
+    created = table.composed["create_claimed"]
+    assert (created.creates, created.sources, created.parts) == (True, (), ("claim_execution",))
+    assert created.requires_null == frozenset()
+    assert table.relaxed_statuses == frozenset({Status.DELIVERED})

@@ -1935,6 +1935,31 @@ def test_the_composed_postcondition_catches_a_record_its_parts_do_not_make() -> 
     )
 
 
+def _stores_none(made: Transition) -> Transition:
+    """The body stores null where it was given a payload."""
+    stored = made.next.result
+    assert stored is not None
+    emptied = Result(None, completed_at=stored.completed_at)
+    return made._replace(next=dataclasses.replace(made.next, result=emptied))
+
+
+def test_the_composed_violation_names_a_payload_the_body_dropped() -> None:
+    executing = RECORDS[Status.EXECUTING]
+    assert executing.execution is not None
+    arguments: dict[str, Any] = {
+        "attempt_id": executing.execution.attempt_id,
+        "delivery_id": "delivery-1",
+        "at": AT,
+        "payload": {"sent": True},
+        "max_payload_bytes": LIMITS.default_max_payload_bytes,
+    }
+    with pytest.raises(icontract.ViolationError) as caught:
+        _guarded_delivery_claim(_stores_none)(executing, **arguments)
+    assert str(caught.value) == (
+        "complete_and_claim_delivery broke a promise: next is the record its parts make"
+    )
+
+
 def skip_a_revision_of(made: Transition) -> Transition:
     return made._replace(next=dataclasses.replace(made.next, revision=made.next.revision + 1))
 
