@@ -214,26 +214,30 @@ def _same_but_revision(made: tec.Checkpoint, parts: tec.Checkpoint) -> bool:
 def a_composed_step_is_its_parts_in_one_write(
     status_index: int, attempt_id: str, delivery_id: str, as_owner: bool, value: int
 ) -> bool:
-    """A composed step refuses what its parts refuse; otherwise its next record is the
-    one its parts make one after the other, one revision past the stored one (a record
-    created claimed at the initial revision, over no record), granting the last part's
-    action."""
+    """A composed step refuses every record its table row does not leave from, and
+    whatever its parts refuse; otherwise its next record is the one its parts make one
+    after the other, one revision past the stored one (a record created claimed at the
+    initial revision, over no record), granting the last part's action."""
     record = records()[STATUSES[status_index]]
     owner = record.execution.attempt_id if record.execution is not None else attempt_id
     who = owner if as_owner else attempt_id
     payload = {"n": value}
+    leaves = record.status in RULES["complete_and_claim_delivery"].sources
+    refusal = None
     try:
         step = tec.complete_and_claim_delivery(
             record, attempt_id=who, delivery_id=delivery_id, at=AT, result=payload
         )
-    except tec.CheckpointError:
-        step = None
+    except tec.CheckpointError as error:
+        step, refusal = None, error.code
     try:
         done = tec.complete_execution(record, attempt_id=who, at=AT, result=payload)
         parts = tec.claim_delivery(done.next, delivery_id=delivery_id, at=AT)
     except tec.CheckpointError:
         parts = None
-    if step is None or parts is None:
+    if not leaves:
+        delivered_right = refusal is tec.ErrorCode.INVALID_TRANSITION
+    elif step is None or parts is None:
         delivered_right = step is None and parts is None
     else:
         delivered_right = (

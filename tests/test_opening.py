@@ -147,6 +147,10 @@ def test_postgres_urls_open_a_postgres_store_with_its_options(
                 assert store.get(checkpoint_key(BINDING)) is not None
     assert store_options(postgres_url) is not None
     assert "schema" in (store_options(postgres_url) or ())
+    for waits in (True, False):
+        with open_store(postgres_url, table=table, synchronous_delivered=waits) as store:
+            assert isinstance(store, PostgresStore)
+            assert store._relax is not waits
 
 
 def test_redis_urls_open_a_redis_store_and_a_bad_one_keeps_no_password() -> None:

@@ -40,6 +40,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _PACKAGE = __package__ or "tool_execution_checkpoint"
 _POSTGRES_OPTIONS = (
     "create",
+    "synchronous_delivered",
     "schema",
     "table",
     "connect_timeout",
