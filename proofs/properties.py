@@ -235,8 +235,11 @@ def a_composed_step_is_its_parts_in_one_write(
         parts = tec.claim_delivery(done.next, delivery_id=delivery_id, at=AT)
     except tec.CheckpointError:
         parts = None
-    if not leaves:
-        delivered_right = refusal is tec.ErrorCode.INVALID_TRANSITION
+    if not leaves:  # refused, by its status unless an argument was bad first
+        delivered_right = refusal in (
+            tec.ErrorCode.INVALID_TRANSITION,
+            tec.ErrorCode.INVALID_ARGUMENT,
+        )
     elif step is None or parts is None:
         delivered_right = step is None and parts is None
     else:
