@@ -498,6 +498,25 @@ def test_an_operator_completion_of_a_lost_claim_is_delivered_by_the_call() -> No
     assert outcome.payload == {"by": "operator"}
 
 
+def test_a_delivery_claimed_after_the_composed_write_did_not_land_takes_a_fresh_id() -> None:
+    # an operator completed the execution under this call's attempt id while the tool
+    # ran: the result-and-delivery-claim swap is refused, and the call delivers the
+    # operator's result under its next claim id (.1 the create, .2 the refused claim)
+    script = Script()
+    script.replies = {3: first(operator_completes, then=refused)}
+    outcome = script.run()
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.payload == {"by": "operator"}
+    assert script.kinds == "CTSGSDS"
+    refused_claim = script.requests[2]
+    assert isinstance(refused_claim, Swap)
+    assert refused_claim.transition.next.delivery is not None
+    assert refused_claim.transition.next.delivery.delivery_id == f"{TOKEN}.2"
+    assert outcome.record is not None
+    assert outcome.record.delivery is not None
+    assert outcome.record.delivery.delivery_id == f"{TOKEN}.3"
+
+
 def test_a_release_an_operator_overtook_reports_the_operators_record_and_why() -> None:
     script = Script(tool=lambda: Raised(ToolDidNotRun()))
     script.replies = {3: first(operator_marks, then=refused)}

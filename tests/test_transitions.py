@@ -54,7 +54,7 @@ from tool_execution_checkpoint import (
     validate_checkpoint,
 )
 from tool_execution_checkpoint import transitions as transitions_module
-from tool_execution_checkpoint.records import mask_of_parts
+from tool_execution_checkpoint.records import checked_execution, mask_of_parts
 from tool_execution_checkpoint.table import (
     EXECUTABLE,
     NULLABLE_PARTS,
@@ -1980,6 +1980,12 @@ def _guarded_creation(change: Callable[[Checkpoint], Checkpoint]) -> Callable[..
     ("change", "promise"),
     [
         (lambda record: record, None),
+        (
+            lambda record: dataclasses.replace(
+                record, execution=checked_execution("", record.created_at)
+            ),
+            "next validates",
+        ),
         (
             lambda record: dataclasses.replace(record, revision=2),
             "a created record is at the initial revision, over no record",
