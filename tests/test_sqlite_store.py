@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strategies import checkpoints, identifier_chars
+from strategies import checkpoints, identifier_chars, timestamps
 from tool_execution_checkpoint import (
     AsyncCheckpointStore,
     Binding,
@@ -48,6 +48,7 @@ from tool_execution_checkpoint.sqlite import (
     SQLiteOutcomeUnknownError,
     SQLiteStore,
     SQLiteStoreError,
+    _microseconds,
     open_url,
 )
 from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
@@ -57,6 +58,7 @@ from tool_execution_checkpoint.testing import (
     read_back_landed,
 )
 from tool_execution_checkpoint.testing.processes import kill_storm
+from tool_execution_checkpoint.validation import timestamp_microseconds
 
 NOW = "2026-01-01T00:00:00Z"
 SECRET = "s3cret-payload-value"
@@ -333,6 +335,79 @@ def test_wal_mode_durable_commits_and_the_busy_timeout_are_set(tmp_path: Path) -
         assert [column for _, _, column in index] == ["status", "updated_us"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(moment=timestamps())
+def test_the_indexed_time_is_timestamp_microseconds_of_the_records_time(moment: str) -> None:
+    """The store computes updated_us without checking the record's text again (the record
+    checked it): the same number timestamp_microseconds gives, for every profile text."""
+    assert _microseconds(moment) == timestamp_microseconds(moment)
+
+
+def test_the_columns_written_are_the_records_own(tmp_path: Path) -> None:
+    created = create_checkpoint(BINDING, created_at="2026-01-01T01:00:00.123456789+01:00")
+    claim = claim_execution(created, attempt_id="attempt-1", at="2026-01-02T00:00:00Z").next
+    with SQLiteStore(tmp_path / "store.db") as store:
+        assert store.create_if_absent(KEY, created)
+        written = [_row(store.path)]
+        assert store.compare_and_swap(KEY, 1, claim)
+        written.append(_row(store.path))
+    for row, record in zip(written, (created, claim), strict=True):
+        assert row == (
+            KEY,
+            record.revision,
+            record.status.value,
+            "ns",
+            "call-1",
+            record.updated_at,
+            timestamp_microseconds(record.updated_at),
+            record.to_json(),
+        )
+
+
+def _row(path: Path) -> tuple[object, ...]:
+    with _raw(path) as db:
+        [row] = db.execute(
+            "SELECT key, revision, status, namespace, call_id, updated_at, updated_us, record"
+            " FROM tec_checkpoint"
+        ).fetchall()
+    return cast(tuple[object, ...], row)
+
+
+def test_arguments_are_checked_on_every_call_with_the_same_key(tmp_path: Path) -> None:
+    """The store skips checking a key object it accepted before, never the rest: a bad
+    record, revision or key after good calls with the same key object is still refused,
+    and nothing is written."""
+    created = create_checkpoint(BINDING, created_at=NOW)
+    claim = claim_execution(created, attempt_id="attempt-1", at=NOW).next
+    with SQLiteStore(tmp_path / "store.db") as store:
+        assert store.create_if_absent(KEY, created)
+        assert store.get(KEY) == created.to_dict()
+        refused: list[tuple[Any, tuple[Any, ...], str]] = [
+            (store.create_if_absent, (KEY, created.to_dict()), "record"),
+            (store.create_if_absent, (KEY, claim), "record.revision"),
+            (store.compare_and_swap, (KEY, 1, claim.to_dict()), "record"),
+            (store.compare_and_swap, (KEY, 2, claim), "expected_revision"),
+            (store.compare_and_swap, (KEY, True, claim), "expected_revision"),
+            (store.compare_and_swap, (KEY, 1.0, claim), "expected_revision"),
+            (store.compare_and_swap, ("", 1, claim), "key"),
+            (store.create_if_absent, ("bad\x00key", created), "key"),
+            (store.get, ("x" * 257,), "key"),
+            (store.compare_and_swap, (KEY, 1, claim), ""),  # the same key object again
+        ]
+        for operation, arguments, field in refused:
+            if not field:
+                assert operation(*arguments) is True
+                continue
+            with pytest.raises(CheckpointError) as caught:
+                operation(*arguments)
+            assert caught.value.code is ErrorCode.INVALID_ARGUMENT, (arguments, field)
+            assert caught.value.field == field
+            assert store.get(KEY) == created.to_dict()  # nothing was written
+        assert store.get(KEY) == claim.to_dict()
+        with _raw(store.path) as db:
+            assert db.execute("SELECT count(*) FROM tec_checkpoint").fetchone() == (1,)
+
+
 # --- errors ----------------------------------------------------------------------------------
 
 
@@ -553,8 +628,8 @@ def test_a_commit_that_fails_after_sqlite_ended_the_transaction_is_an_unknown_ou
     with SQLiteStore(tmp_path / "store.db") as store:
         store.create_if_absent(KEY, created)
 
-        def commit(db: sqlite3.Connection) -> None:
-            db.execute("COMMIT" if landed else "ROLLBACK")
+        def commit(cursor: sqlite3.Cursor) -> None:
+            cursor.execute("COMMIT" if landed else "ROLLBACK")
             raise _commit_error("SQLITE_IOERR_FSYNC", 10 | (4 << 8))
 
         monkeypatch.setattr(store, "_commit", commit)
@@ -576,7 +651,7 @@ def test_a_commit_that_fails_leaving_the_transaction_open_was_not_applied(
     with SQLiteStore(tmp_path / "store.db", busy_timeout=0.1) as store:
         store.create_if_absent(KEY, created)
 
-        def commit(_db: sqlite3.Connection) -> None:
+        def commit(_cursor: sqlite3.Cursor) -> None:
             raise _commit_error("SQLITE_BUSY", 5)
 
         monkeypatch.setattr(store, "_commit", commit)
