@@ -519,12 +519,7 @@ class SQLiteStore:
             if db.in_transaction:  # never inherit a transaction an interrupt left open
                 self._roll_back(db)
             try:
-                try:
-                    cursor.execute(_BEGIN)
-                except sqlite3.OperationalError as error:
-                    if _primary_code(error) != _BUSY:
-                        raise
-                    self._patiently(cursor, _BEGIN)
+                self._patiently(cursor, _BEGIN)
                 if cursor.execute(statement, parameters).rowcount != 1:
                     cursor.execute("ROLLBACK")
                     return False
