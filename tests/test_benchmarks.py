@@ -2,7 +2,9 @@
 
 No timing is asserted (the machine is shared): only that ``benchmarks/run_all.py --quick
 --only core,validation`` finishes, prints its table and writes every expected figure
-with positive numbers. The parts with servers and peers run in ``make bench``.
+with positive numbers. The peers part runs quick too, on its own throwaway servers, when
+the bench extra is installed (``make bench`` installs it); the stores part runs in
+``make bench``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,3 +77,88 @@ def test_quick_run_writes_every_figure(tmp_path: Path) -> None:
     assert contracts["off"]["contracts_enabled"] is False
     assert document["validation"]["10mib"]["payload_bytes"] == 10_485_760
     assert document["validation"]["64kib"]["payload_bytes"] == 65_536
+
+
+# --- the peers (benchmarks/peers.py), in quick mode --------------------------------------
+
+PEER_SUBJECTS = {
+    "postgres": [
+        "run_once.postgresstore",
+        "run_once_async.asyncpostgresstore",
+        "idemkit_sync",
+        "idemkit_async",
+    ],
+    "redis": [
+        "run_once.redisstore",
+        "run_once_async.asyncredisstore",
+        "idemkit_sync",
+        "idemkit_async",
+        "powertools",
+    ],
+}
+PEER_WORKERS = {"1_worker": "µs", "8_workers": "calls/s"}
+
+
+def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path: Path) -> None:
+    """``run_all.py --quick --only peers``: every subject at 1 and 8 workers on both
+    servers, a target on this library's rows only, the fastest peer as the baseline, and
+    beside each row the counts measured in the run (round trips; write transactions and
+    WAL fsyncs on PostgreSQL; write commands and fsyncs on Redis), with the library's
+    defaults (contracts off) although run_all's interpreter has them on."""
+    pytest.importorskip("idemkit", reason="the bench extra (make bench installs it)")
+    pytest.importorskip("aws_lambda_powertools", reason="the bench extra (make bench)")
+    output = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run_all.py"),
+            "--quick",
+            "--only",
+            "peers",
+            "--json",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(output.read_text(encoding="utf-8"))
+    figures = document["figures"]
+    expected = {
+        f"peers.{server}.{workers}.{subject}"
+        for server, subjects in PEER_SUBJECTS.items()
+        for workers in PEER_WORKERS
+        for subject in subjects
+    }
+    assert set(figures) == expected
+    peers = document["peers"]
+    assert peers["contracts_enabled"] is False
+    for key, figure in figures.items():
+        server, workers = key.split(".")[1:3]
+        mine = figure["details"]["library"] == "this library"
+        assert figure["unit"] == PEER_WORKERS[workers]
+        assert figure["label"] in done.stdout
+        for field in ("value", "baseline", "ratio"):
+            assert _positive(figure[field]), (key, field, figure[field])
+        assert figure["target"] == (1.0 if mine else None)
+        assert figure["passed"] is (None if not mine else figure["ratio"] <= 1.0)
+        timing = peers[server]["workers"][workers.split("_")[0]]
+        assert figure["baseline_label"] == timing["fastest_peer"]
+        assert timing["library"][timing["fastest_peer"]] != "this library"
+        details = figure["details"]
+        assert _positive(details["round_trips_per_call"])
+        assert _positive(details["cpu_us_per_call"])
+        if server == "postgres":
+            assert _positive(details["write_transactions_per_call"])
+            assert _positive(details["wal_fsyncs_per_call"])
+            assert "WAL fsync" in figure["label"]
+        else:
+            assert _positive(details["write_commands_per_call"])
+            fsyncs = details["fsyncs_per_call"]
+            assert _positive(fsyncs) or (fsyncs is None and details["fsyncs_not_counted"])
+        if mine:
+            assert details["missed_by"] == pytest.approx(max(figure["ratio"] - 1.0, 0), abs=1e-3)
+    library_rows = [f for f in figures.values() if f["target"] is not None]
+    assert len(library_rows) == 8
