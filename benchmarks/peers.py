@@ -714,7 +714,7 @@ class Sizes:
 def sizes(quick: bool) -> Sizes:
     if quick:
         return Sizes(calls={1: 8, 8: 2}, rounds=3, counted={1: 5, 8: 2})
-    return Sizes(calls={1: 100, 8: 30}, rounds=15, counted={1: 40, 8: 10})
+    return Sizes(calls={1: 100, 8: 30}, rounds=21, counted={1: 40, 8: 10})
 
 
 def _timings(openers: Sequence[Opener], plan: Sizes) -> dict[str, Any]:
