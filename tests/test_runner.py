@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import re
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -712,6 +713,192 @@ def test_run_once_refuses_an_async_callable_object_with_its_message() -> None:
     assert str(raised.value) == (
         "INVALID_ARGUMENT: tool: is async: run_once cannot await it (use run_once_async)"
     )
+
+
+class Effects:
+    """Tools and deliveries of every shape, async and sync, whose runs are counted."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+        self.sent: list[Any] = []
+
+    async def tool(self) -> Any:
+        self.runs.append("tool")
+        return {"messageId": "m-1"}
+
+    async def deliver(self, payload: Any) -> None:
+        self.sent.append(payload)
+
+    def sync_tool(self) -> Any:
+        self.runs.append("tool")
+        return {"messageId": "m-1"}
+
+    def sync_deliver(self, payload: Any) -> None:
+        self.sent.append(payload)
+
+
+class SyncTool:
+    def __init__(self, effects: Effects) -> None:
+        self.effects = effects
+
+    def __call__(self) -> Any:
+        return self.effects.sync_tool()
+
+
+class AsyncTool:
+    def __init__(self, effects: Effects) -> None:
+        self.effects = effects
+
+    async def __call__(self) -> Any:
+        return await self.effects.tool()
+
+
+class AsyncDeliver:
+    def __init__(self, effects: Effects) -> None:
+        self.effects = effects
+
+    async def __call__(self, payload: Any) -> None:
+        await self.effects.deliver(payload)
+
+
+async def run_with(effects: Effects, name: str) -> Any:
+    """A module-level coroutine function, for functools.partial."""
+    assert name == "the tool"
+    return await effects.tool()
+
+
+async def deliver_with(effects: Effects, payload: Any) -> None:
+    await effects.deliver(payload)
+
+
+def own_call(function: Any, call: Any) -> Any:
+    """``function`` with an attribute ``__call__`` of its own (calling it still runs
+    ``function``, but run_once refuses it as it always has)."""
+    function.__call__ = call
+    return function
+
+
+ASYNC_TOOLS: dict[str, Callable[[Effects], Any]] = {
+    "coroutine function": lambda effects: effects.tool,
+    "partial of a coroutine function": lambda effects: functools.partial(
+        run_with, effects, "the tool"
+    ),
+    "object with an async __call__": AsyncTool,
+    "partial of a bound coroutine method": lambda effects: functools.partial(effects.tool),
+}
+ASYNC_DELIVERIES: dict[str, Callable[[Effects], Any]] = {
+    "coroutine function": lambda effects: effects.deliver,
+    "partial of a coroutine function": lambda effects: functools.partial(deliver_with, effects),
+    "object with an async __call__": AsyncDeliver,
+}
+SYNC_TOOLS: dict[str, Callable[[Effects], Any]] = {
+    "bound method": lambda effects: effects.sync_tool,
+    "lambda": lambda effects: lambda: effects.sync_tool(),  # noqa: PLW0108 - a plain function
+    "partial": lambda effects: functools.partial(effects.sync_tool),
+    "callable object": SyncTool,
+}
+SYNC_DELIVERIES: dict[str, Callable[[Effects], Any]] = {
+    "bound method": lambda effects: effects.sync_deliver,
+    "builtin method": lambda effects: effects.sent.append,
+    "lambda": lambda effects: lambda payload: effects.sync_deliver(payload),  # noqa: PLW0108
+    "partial": lambda effects: functools.partial(effects.sync_deliver),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ASYNC_TOOLS))
+def test_run_once_refuses_an_async_tool_of_any_shape(shape: str) -> None:
+    effects, store = Effects(), MemoryStore()
+    with pytest.raises(CheckpointError) as raised:
+        run_once(store, BINDING, ASYNC_TOOLS[shape](effects), effects.sync_deliver)
+    assert str(raised.value) == (
+        "INVALID_ARGUMENT: tool: is async: run_once cannot await it (use run_once_async)"
+    )
+    assert (effects.runs, len(store)) == ([], 0)
+
+
+@pytest.mark.parametrize("shape", sorted(ASYNC_DELIVERIES))
+def test_run_once_refuses_an_async_deliver_of_any_shape(shape: str) -> None:
+    effects, store = Effects(), MemoryStore()
+    with pytest.raises(CheckpointError) as raised:
+        run_once(store, BINDING, effects.sync_tool, ASYNC_DELIVERIES[shape](effects))
+    assert str(raised.value) == (
+        "INVALID_ARGUMENT: deliver: is async: run_once cannot await it (use run_once_async)"
+    )
+    assert (effects.runs, len(store)) == ([], 0)
+
+
+def test_run_once_refuses_an_async_store_and_a_function_with_an_async_call_of_its_own() -> None:
+    effects = Effects()
+    store: Any = AsyncMemoryStore()
+    with pytest.raises(CheckpointError) as raised:
+        run_once(store, BINDING, effects.sync_tool, effects.sync_deliver)
+    assert str(raised.value) == (
+        "INVALID_ARGUMENT: store: is async: run_once cannot await it (use run_once_async)"
+    )
+    tool = own_call(lambda: effects.sync_tool(), effects.tool)  # noqa: PLW0108
+    with pytest.raises(CheckpointError) as raised:
+        run_once(MemoryStore(), BINDING, tool, effects.sync_deliver)
+    assert str(raised.value).startswith("INVALID_ARGUMENT: tool: is async")
+    assert effects.runs == []
+
+
+@pytest.mark.parametrize("tool_shape", sorted(SYNC_TOOLS))
+@pytest.mark.parametrize("deliver_shape", sorted(SYNC_DELIVERIES))
+def test_run_once_runs_sync_parts_of_any_shape(tool_shape: str, deliver_shape: str) -> None:
+    effects = Effects()
+    tool = SYNC_TOOLS[tool_shape](effects)
+    outcome = run_once(MemoryStore(), BINDING, tool, SYNC_DELIVERIES[deliver_shape](effects))
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert effects.sent == [outcome.payload]
+    assert effects.runs == ["tool"]
+
+
+@pytest.mark.parametrize(
+    ("tool_shape", "deliver_shape"),
+    [(tool, deliver) for tool in sorted(ASYNC_TOOLS) for deliver in sorted(ASYNC_DELIVERIES)],
+)
+def test_run_once_async_awaits_async_parts_of_any_shape(
+    tool_shape: str, deliver_shape: str
+) -> None:
+    effects = Effects()
+    tool, deliver = ASYNC_TOOLS[tool_shape](effects), ASYNC_DELIVERIES[deliver_shape](effects)
+    for store in (MemoryStore(), AsyncMemoryStore()):
+        effects.runs.clear()
+        effects.sent.clear()
+        outcome = asyncio.run(run_once_async(store, BINDING, tool, deliver))
+        assert (outcome.status, outcome.ran_tool) == (RunStatus.EXECUTED_AND_DELIVERED, True)
+        assert effects.runs == ["tool"]
+        assert effects.sent == [{"messageId": "m-1"}] == [outcome.payload]
+
+
+class AwaitableDict(dict[str, Any]):
+    """A plain-looking value that is awaitable: a subclass of a type never awaitable."""
+
+    def __await__(self) -> Any:
+        yield from asyncio.sleep(0).__await__()
+        return {"awaited": True}
+
+
+def test_an_awaitable_subclass_of_a_plain_value_is_awaited_or_refused() -> None:
+    outcome = asyncio.run(run_once_async(MemoryStore(), BINDING, AwaitableDict, Inbox()))
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.payload == {"awaited": True}
+    outcome = run_once(MemoryStore(), BINDING, lambda: AwaitableDict(), Inbox())  # noqa: PLW0108
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.reason == "the tool returned an awaitable run_once cannot await"
+
+
+def test_a_logger_above_info_gets_no_record_and_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tool_execution_checkpoint"):
+        quiet = run_once(MemoryStore(), BINDING, Tool(), Inbox())
+    assert caplog.records == []
+    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
+        loud = run_once(MemoryStore(), BINDING, Tool(), Inbox())
+    assert len(caplog.records) == 5
+    assert {record.levelno for record in caplog.records} == {logging.INFO}
+    assert (quiet.status, quiet.payload) == (loud.status, loud.payload)
 
 
 def test_an_awaitable_from_a_sync_tool_is_closed_and_marks_the_call_uncertain() -> None:

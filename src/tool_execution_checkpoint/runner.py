@@ -41,9 +41,10 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeAlias
+from types import BuiltinFunctionType, FunctionType, MethodType
+from typing import Any, Final, TypeAlias, TypeGuard
 
 from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint, Result
@@ -352,6 +353,50 @@ class CallState:
         return self.phase is not Phase.DONE and self.owns(claim_id(record))
 
 
+class _Keep(enum.Enum):
+    """The default of :func:`_evolve`'s parameters: keep the field as it is."""
+
+    KEEP = enum.auto()
+
+
+_KEEP: Final = _Keep.KEEP
+
+
+def _evolve(
+    state: CallState,
+    *,
+    phase: Phase | _Keep = _KEEP,
+    record: Checkpoint | _Keep | None = _KEEP,
+    pending: Transition | _Keep | None = _KEEP,
+    writing: Phase | _Keep | None = _KEEP,
+    claims: int | _Keep = _KEEP,
+    ran: bool | _Keep = _KEEP,
+    lost: bool | _Keep = _KEEP,
+    rounds: int | _Keep = _KEEP,
+    retries: int | _Keep = _KEEP,
+    polls: int | _Keep = _KEEP,
+    reason: str | _Keep | None = _KEEP,
+    reraise: bool | _Keep = _KEEP,
+) -> CallState:
+    """``dataclasses.replace(state, ...)`` for the fields given, spelled out: a new
+    :class:`CallState` equal to what ``replace`` makes (the token never changes)."""
+    return CallState(
+        state.phase if phase is _KEEP else phase,
+        state.token,
+        state.record if record is _KEEP else record,
+        state.pending if pending is _KEEP else pending,
+        state.writing if writing is _KEEP else writing,
+        state.claims if claims is _KEEP else claims,
+        state.ran if ran is _KEEP else ran,
+        state.lost if lost is _KEEP else lost,
+        state.rounds if rounds is _KEEP else rounds,
+        state.retries if retries is _KEEP else retries,
+        state.polls if polls is _KEEP else polls,
+        state.reason if reason is _KEEP else reason,
+        state.reraise if reraise is _KEEP else reraise,
+    )
+
+
 def claim_id(record: Checkpoint) -> str | None:
     """The id of the latest claim ``record`` carries: its delivery id, else its attempt
     id, else None."""
@@ -417,27 +462,27 @@ class HostProtocol:
             return self.claim_landed(state)
         if isinstance(answer, StoreFault):  # it may have landed: read it back
             return self.confirm(state)
-        return self.load(replace(state, pending=None))  # a record was stored: decide on it
+        return self.load(_evolve(state, pending=None))  # a record was stored: decide on it
 
     def load(self, state: CallState) -> Step:
         """Read the record, unless this call has used up its rounds."""
         if state.rounds >= ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the store did not answer")
-        return Get(), replace(state, phase=Phase.LOAD)
+        return Get(), _evolve(state, phase=Phase.LOAD)
 
     def after_load(self, state: CallState, answer: Any) -> Step:
         if isinstance(answer, StoreFault):
-            return self.load(replace(state, rounds=state.rounds + 1))
+            return self.load(_evolve(state, rounds=state.rounds + 1))
         if answer is None:  # nothing stored: create it (again)
             if state.rounds + 1 >= ROUNDS + self.polls:
                 return self.finish(state, RunStatus.STORE_UNAVAILABLE, "no record could be made")
-            return self.start_over(replace(state, rounds=state.rounds + 1))
+            return self.start_over(_evolve(state, rounds=state.rounds + 1))
         return self.decide(state, self.read(answer))
 
     def start_over(self, state: CallState) -> tuple[Create, CallState]:
         """Create the record already claimed by a new claim id, if absent."""
         creation = create_claimed(self.binding, attempt_id=state.claim_id(), at=self.clock())
-        state = replace(state, phase=Phase.CREATE, pending=creation, claims=state.claims + 1)
+        state = _evolve(state, phase=Phase.CREATE, pending=creation, claims=state.claims + 1)
         return Create(creation.next), state
 
     def read(self, answer: Any) -> Checkpoint:
@@ -448,7 +493,7 @@ class HostProtocol:
 
     def decide(self, state: CallState, record: Checkpoint) -> Step:
         """What the record says to do next."""
-        state = replace(state, record=record, rounds=state.rounds + 1)
+        state = _evolve(state, record=record, rounds=state.rounds + 1)
         if state.rounds > ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the record kept moving")
         action = TABLE.statuses[record.status].action
@@ -459,7 +504,7 @@ class HostProtocol:
                 at=self.clock(),
                 max_payload_bytes=self.max_payload_bytes,  # pragma: no mutate (no payload yet)
             )
-            return self.write(replace(state, claims=state.claims + 1), Phase.CLAIM, claim)
+            return self.write(_evolve(state, claims=state.claims + 1), Phase.CLAIM, claim)
         if action is Action.DELIVER:
             claim = claim_delivery(
                 record,
@@ -467,11 +512,11 @@ class HostProtocol:
                 at=self.clock(),
                 max_payload_bytes=self.max_payload_bytes,
             )
-            return self.write(replace(state, claims=state.claims + 1), Phase.CLAIM_DELIVERY, claim)
+            return self.write(_evolve(state, claims=state.claims + 1), Phase.CLAIM_DELIVERY, claim)
         if action is Action.NONE:
             return self.finish(state, RunStatus.ALREADY_DELIVERED)
         if record.status is Status.EXECUTING and not state.ran and state.polls < self.polls:
-            return Sleep(self.poll_seconds), replace(state, phase=Phase.WAIT, polls=state.polls + 1)
+            return Sleep(self.poll_seconds), _evolve(state, phase=Phase.WAIT, polls=state.polls + 1)
         if (state.lost or state.ran) and not state.owns(claim_id(record)):
             # another worker holds a claim this call did not win
             return self.finish(state, RunStatus.LOST_TO_ANOTHER_WORKER)
@@ -494,15 +539,15 @@ class HostProtocol:
         """Swap ``transition``; its answer goes to ``phase``'s handler. A resend keeps the
         write's count of resends and read-backs; any other write starts it afresh."""
         retries = state.retries if resend else 0
-        return Swap(transition), replace(state, phase=phase, pending=transition, retries=retries)
+        return Swap(transition), _evolve(state, phase=phase, pending=transition, retries=retries)
 
     def confirm(self, state: CallState) -> Step:
         """Read back the pending write, unless this call has read back too often."""
         writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
         assert writing is not None
         if state.retries >= RETRIES:
-            return self._then(UNSETTLED, writing)(replace(state, phase=writing))  # finishes
-        return Get(), replace(
+            return self._then(UNSETTLED, writing)(_evolve(state, phase=writing))  # finishes
+        return Get(), _evolve(
             state, phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
         )
 
@@ -513,7 +558,7 @@ class HostProtocol:
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         assert state.pending is not None
         assert state.writing is not None
-        writing = replace(state, writing=None)  # each handler below sets its own phase
+        writing = _evolve(state, writing=None)  # each handler below sets its own phase
         if isinstance(answer, StoreFault):
             return self.confirm(state)
         stored = None if answer is None else self.read(answer)
@@ -536,7 +581,7 @@ class HostProtocol:
     def claim_landed(self, state: CallState) -> Step:
         assert state.pending is not None
         record = state.pending.next
-        return RunTool(), replace(state, phase=Phase.RUN, record=record, pending=None, ran=True)
+        return RunTool(), _evolve(state, phase=Phase.RUN, record=record, pending=None, ran=True)
 
     def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         """The claim (of the execution or of the delivery) is not what the record holds:
@@ -545,7 +590,7 @@ class HostProtocol:
         is another worker's only if the claim it carries now is not this call's (decide
         asks whose it is, so a claim of this call that landed and moved on since, which
         only an operator does, is judged by what it became)."""
-        state = replace(state, pending=None, lost=True)
+        state = _evolve(state, pending=None, lost=True)
         return self.decide(state, stored) if stored is not None else self.load(state)
 
     def claim_unsettled(self, state: CallState) -> Step:
@@ -587,7 +632,7 @@ class HostProtocol:
                 raise  # not the result's fault: a broken record or core is never hidden
             why = f"the tool's result could not be stored: {error.code.value}"
             return self.mark(state, why)
-        state = replace(state, reason=reason, claims=state.claims + 1)
+        state = _evolve(state, reason=reason, claims=state.claims + 1)
         return self.write(state, Phase.STORE, done)
 
     def mark(self, state: CallState, reason: str, *, reraise: bool = False) -> Step:
@@ -600,7 +645,7 @@ class HostProtocol:
         except CheckpointError:  # the tool's own reason was not a valid reason
             reason = "the tool said its outcome is unknown (its reason could not be stored)"
             doubt = mark_execution_uncertain(record, attempt_id=attempt, at=at, reason=reason)
-        return self.write(replace(state, reason=reason, reraise=reraise), Phase.MARK, doubt)
+        return self.write(_evolve(state, reason=reason, reraise=reraise), Phase.MARK, doubt)
 
     def give_up(self, state: CallState, reason: str) -> Step:
         """The tool stopped before any effect: release the claim, then re-raise."""
@@ -608,16 +653,16 @@ class HostProtocol:
         assert record is not None
         assert record.execution is not None
         release = release_execution(record, attempt_id=record.execution.attempt_id, at=self.clock())
-        return self.write(replace(state, reason=reason, reraise=True), Phase.GIVE_UP, release)
+        return self.write(_evolve(state, reason=reason, reraise=True), Phase.GIVE_UP, release)
 
     def gave_up(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next)
+        state = _evolve(state, record=state.pending.next)
         return self.finish(state, RunStatus.RELEASED, state.reason)
 
     def give_up_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = replace(state, record=stored)
+            state = _evolve(state, record=stored)
         return self.finish(
             state,
             RunStatus.NEEDS_EXECUTION_RECONCILIATION,
@@ -633,7 +678,7 @@ class HostProtocol:
 
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         # Only an operator moves a claim this call holds: go by what it did.
-        state = replace(state, pending=None)
+        state = _evolve(state, pending=None)
         return self.decide(state, stored) if stored is not None else self.load(state)
 
     def store_unsettled(self, state: CallState) -> Step:
@@ -645,12 +690,12 @@ class HostProtocol:
 
     def marked(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next)
+        state = _evolve(state, record=state.pending.next)
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = replace(state, record=stored)
+            state = _evolve(state, record=stored)
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION)
 
     def mark_unsettled(self, state: CallState) -> Step:
@@ -662,7 +707,7 @@ class HostProtocol:
         assert state.pending is not None
         record = state.pending.next
         assert record.result is not None
-        return Deliver(record.result), replace(state, phase=Phase.SEND, record=record, pending=None)
+        return Deliver(record.result), _evolve(state, phase=Phase.SEND, record=record, pending=None)
 
     delivery_not_landed = claim_not_landed
 
@@ -684,26 +729,26 @@ class HostProtocol:
             release = release_delivery(
                 record, delivery_id=delivery_id, at=at, max_payload_bytes=limit
             )
-            return self.write(replace(state, reason=f"not sent: {name}"), Phase.RELEASE, release)
-        state = replace(state, reraise=not isinstance(error, Exception))
+            return self.write(_evolve(state, reason=f"not sent: {name}"), Phase.RELEASE, release)
+        state = _evolve(state, reraise=not isinstance(error, Exception))
         return self.finish(
             state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, f"the send's outcome is unknown: {name}"
         )
 
     def delivered(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next)
+        state = _evolve(state, record=state.pending.next)
         done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
         return self.finish(state, done, state.reason)
 
     def released(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = replace(state, record=state.pending.next)
+        state = _evolve(state, record=state.pending.next)
         return self.finish(state, RunStatus.DELIVERY_FAILED, state.reason)
 
     def finish_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = replace(state, record=stored)
+            state = _evolve(state, record=stored)
         return self.finish(
             state,
             RunStatus.NEEDS_DELIVERY_RECONCILIATION,
@@ -720,7 +765,7 @@ class HostProtocol:
     def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
         """End the call: nothing is left pending (so a finished state is one value)."""
         outcome = RunOutcome(status, state.ran, state.record, reason)
-        return outcome, replace(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
+        return outcome, _evolve(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
@@ -835,6 +880,8 @@ def _protocol(
 def _log(logger: logging.Logger, key: str, state: CallState) -> None:
     """One line per step: the phase, the store key (a digest, never the call id's value),
     the status and revision of the record known; never a payload."""
+    if not logger.isEnabledFor(logging.INFO):
+        return  # the same check logger.info makes, before its arguments are built
     record = state.record
     logger.info(
         "%s key=%s status=%s revision=%d",
@@ -882,28 +929,61 @@ class _Call:
         return self.request
 
 
+_CALLS: Final = (RunTool, Deliver)
+"""The requests a driver answers by calling the tool or ``deliver``."""
+
+_NEVER_AWAITABLE: Final = frozenset({type(None), bool, int, float, str, list, dict})
+"""Exact types whose values are never awaitable (a subclass may be: it is asked)."""
+
+
+def _awaitable(value: object) -> TypeGuard[Awaitable[Any]]:
+    """``inspect.isawaitable(value)``, answered at once for the plain values stores and
+    tools return most."""
+    return type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value)
+
+
 _STORE_METHODS = ("create_if_absent", "get", "compare_and_swap")
 
 
 def _check_parts(store: object, tool: object, deliver: object) -> None:
     """Refuse a store without the store methods, or a tool or deliver that cannot be
     called, before anything is stored."""
-    if not all(callable(getattr(store, method, None)) for method in _STORE_METHODS):
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "must have create_if_absent, get and compare_and_swap",
-            field="store",
-        )
+    for method in _STORE_METHODS:
+        if not callable(getattr(store, method, None)):
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "must have create_if_absent, get and compare_and_swap",
+                field="store",
+            )
     for name, part in (("tool", tool), ("deliver", deliver)):
         if not callable(part):
             raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be callable", field=name)
+
+
+_PLAIN_CALLABLES: Final = (MethodType, BuiltinFunctionType)
+"""Callables whose ``__call__`` is always their type's own (a method-wrapper, never a
+coroutine function): a bound method looks ``__call__`` up on its type, not on its
+function, and a builtin has no attributes of its own."""
+
+
+def _is_async(part: Any) -> bool:
+    """Whether ``part`` or its ``__call__`` is a coroutine function. A plain function's
+    or method's ``__call__`` is its type's own, so only ``part`` itself is asked, unless a
+    function was given a ``__call__`` of its own."""
+    if inspect.iscoroutinefunction(part):
+        return True
+    if isinstance(part, _PLAIN_CALLABLES) or (
+        type(part) is FunctionType and "__call__" not in part.__dict__
+    ):
+        return False
+    return inspect.iscoroutinefunction(part.__call__)
 
 
 def _refuse_async(store: Any, tool: Callable[..., Any], deliver: Callable[..., Any]) -> None:
     """run_once cannot await: refuse async parts before anything runs."""
     parts = {"store": store.compare_and_swap, "tool": tool, "deliver": deliver}
     for name, part in parts.items():
-        if inspect.iscoroutinefunction(part) or inspect.iscoroutinefunction(part.__call__):
+        if _is_async(part):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
                 "is async: run_once cannot await it (use run_once_async)",
@@ -991,7 +1071,7 @@ def run_once(
         logger,
     )
     while not isinstance(request := call.request, RunOutcome):
-        if isinstance(request, RunTool | Deliver):
+        if isinstance(request, _CALLS):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
             except BaseException as error:  # every end of the tool or the send is an answer
@@ -1013,7 +1093,7 @@ def run_once(
 def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
     """What a sync tool or deliver returned; an awaitable (an async callable that the
     up-front check could not see) did not run: refused as not run or not sent."""
-    if inspect.isawaitable(value):
+    if _awaitable(value):
         close = getattr(value, "close", None)
         if callable(close):
             close()
@@ -1079,10 +1159,10 @@ async def run_once_async(
         logger,
     )
     while not isinstance(request := call.request, RunOutcome):
-        if isinstance(request, RunTool | Deliver):
+        if isinstance(request, _CALLS):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
-                if inspect.isawaitable(value):
+                if _awaitable(value):
                     value = await value
             except BaseException as error:  # every end of the tool or the send is an answer
                 call.raised(error)
@@ -1094,7 +1174,7 @@ async def run_once_async(
         else:
             try:
                 answer = _store_operation(store, call.key, request)
-                if inspect.isawaitable(answer):
+                if _awaitable(answer):
                     answer = await answer
             except StoreError:
                 answer = StoreFault()
