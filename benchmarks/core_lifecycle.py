@@ -8,8 +8,10 @@ the payload, since a store must encode it anyway. Both run in paired rounds in t
 process, and the figure is the median per-round ratio.
 
 Contracts are read when the library is imported, so each setting runs in a subprocess
-of its own: ``TOOL_CHECKPOINT_CONTRACTS=1`` (the default: icontract postconditions on)
-and ``TOOL_CHECKPOINT_CONTRACTS=0`` (off, as under ``python -O``).
+of its own: ``TOOL_CHECKPOINT_CONTRACTS=1`` (icontract postconditions on, as in the
+tests and proofs) and ``TOOL_CHECKPOINT_CONTRACTS=0`` (off: the default, and always
+under ``python -O``). The lifecycle is the core's separate transitions, five records;
+``run_once`` writes the same protocol in three (see stores.py).
 
     python benchmarks/core_lifecycle.py [--quick] [--json PATH]
 """
