@@ -65,7 +65,12 @@ from tool_execution_checkpoint.opening import open_store as open_any_store
 from tool_execution_checkpoint.postgres import (
     LAYOUT_MARKER,
     AsyncPostgresStore,
+    PostgresConfigurationError,
+    PostgresNotAppliedError,
+    PostgresOutcomeUnknownError,
     PostgresStore,
+    PostgresStoreError,
+    PostgresUnavailableError,
     open_store,
     open_url,
 )
@@ -800,8 +805,9 @@ def test_a_lost_reply_after_commit_is_outcome_unknown_and_reading_back_says_it_l
             assert store.create_if_absent(key, created)
             claim = claim_execution(created, attempt_id="mine", at=NOW)
             proxy.cut_next_reply()
-            with pytest.raises(OutcomeUnknownError) as caught:
+            with pytest.raises(PostgresOutcomeUnknownError) as caught:
                 store.compare_and_swap(key, claim.expected_revision, claim.next)
+            assert isinstance(caught.value, OutcomeUnknownError)
             assert proxy.cut_done.is_set()
             assert "read the record back" in str(caught.value)
             # Reading back resolves it exactly: the stored record is the one written.
@@ -985,7 +991,7 @@ def test_a_refused_write_is_a_store_error_that_never_echoes_the_payload(
                 ).format(sql.Identifier(table))
             )
         done = complete_execution(claim.next, attempt_id="a", at=NOW, result={"s": secret})
-        with pytest.raises(StoreError) as caught:
+        with pytest.raises(PostgresNotAppliedError) as caught:
             store.compare_and_swap(key, done.expected_revision, done.next)
         assert not isinstance(caught.value, OutcomeUnknownError)
         assert "23514" in str(caught.value)
@@ -1017,7 +1023,7 @@ def test_a_revoked_privilege_is_a_store_error_naming_the_grant(
                 )
             )
         claim = claim_execution(created, attempt_id="a", at=NOW)
-        with pytest.raises(StoreError) as caught:
+        with pytest.raises(PostgresConfigurationError) as caught:
             store.compare_and_swap(key, 1, claim.next)
         assert not isinstance(caught.value, OutcomeUnknownError)
         assert "42501" in str(caught.value)
@@ -1028,15 +1034,21 @@ def test_a_revoked_privilege_is_a_store_error_naming_the_grant(
 # --- bad configuration fails fast, says what to fix, and writes nothing -------------------------
 
 
-def _fails_fast(make: Callable[[], Any], *secrets: str, again: bool = True) -> StoreError:
-    """Build a store and create a record; return the StoreError it must raise within
-    FAST seconds, after checking that the message holds none of ``secrets`` (and, with
-    ``again``, that a second operation fails as well: a failed setup is not cached)."""
+def _fails_fast(
+    make: Callable[[], Any],
+    *secrets: str,
+    again: bool = True,
+    kind: type[PostgresStoreError] = PostgresConfigurationError,
+) -> StoreError:
+    """Build a store and create a record; return the error of ``kind`` it must raise
+    within FAST seconds, after checking that the message holds none of ``secrets`` (and,
+    with ``again``, that a second operation fails as well: a failed setup is not
+    cached)."""
     key, created = created_record("misconfigured")
     start = time.monotonic()
     store = make()
     try:
-        with pytest.raises(StoreError) as caught:
+        with pytest.raises(kind) as caught:
             store.create_if_absent(key, created)
         took = time.monotonic() - start
         if again:
@@ -1056,7 +1068,9 @@ def _fails_fast(make: Callable[[], Any], *secrets: str, again: bool = True) -> S
 def test_an_unreachable_server_is_a_fast_store_error(postgres_server: PostgresServer) -> None:  # noqa: F811
     port = free_port()
     url = f"postgresql://tec_app:{postgres_server.app_password}@127.0.0.1:{port}/tec"
-    error = _fails_fast(lambda: PostgresStore(url), postgres_server.app_password)
+    error = _fails_fast(
+        lambda: PostgresStore(url), postgres_server.app_password, kind=PostgresUnavailableError
+    )
     assert f"127.0.0.1:{port}" in str(error)
     assert "connection refused" in str(error)
 
@@ -1200,13 +1214,13 @@ def test_a_closed_store_refuses_and_a_callers_pool_stays_open(postgres_url: str)
     store = PostgresStore(postgres_url, table=fresh_table())
     assert store.create_if_absent(key, created)
     store.close()
-    with pytest.raises(StoreError, match="closed"):
+    with pytest.raises(PostgresNotAppliedError, match="closed"):
         store.get(key)
     with ConnectionPool(postgres_url, min_size=1, kwargs={"autocommit": True}) as pool:
         borrowed = PostgresStore(pool, table=fresh_table())
         assert borrowed.create_if_absent(key, created)
         borrowed.close()
-        with pytest.raises(StoreError, match="closed"):
+        with pytest.raises(PostgresNotAppliedError, match="closed"):
             borrowed.get(key)
         with pool.connection() as connection:
             assert connection.execute("SELECT 1").fetchone() == (1,)
@@ -1424,7 +1438,12 @@ def test_a_server_that_never_answers_times_out_fast() -> None:
     port = silent.getsockname()[1]
     try:
         url = f"postgresql://tec_app:pw-{uuid.uuid4().hex}@127.0.0.1:{port}/tec"
-        error = _fails_fast(lambda: PostgresStore(url, connect_timeout=2), "pw-", again=False)
+        error = _fails_fast(
+            lambda: PostgresStore(url, connect_timeout=2),
+            "pw-",
+            again=False,
+            kind=PostgresUnavailableError,
+        )
     finally:
         silent.close()
     assert "timed out" in str(error)

@@ -838,6 +838,32 @@ def test_a_client_with_retries_still_sends_each_write_once(
     client.close()
 
 
+def test_a_write_refused_part_way_is_an_unknown_outcome_not_a_refusal(
+    server: RedisServer, admin: redis.Redis
+) -> None:
+    """A user allowed every command but ZADD: the create script's HSET runs, then its
+    ZADD is refused with NOPERM, and Redis does not roll the script back. The store
+    cannot tell that from a refusal before anything ran, so it says the outcome is
+    unknown (with the code), and the read back finds the record written."""
+    user, password = f"u-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["*"],
+                      commands=["+@all", "-zadd"])  # fmt: skip
+    try:
+        store = RedisStore.from_url(
+            f"redis://{user}:{password}@127.0.0.1:{server.port}/0", prefix=fresh_prefix()
+        )
+        key, record = checkpoint_key(binding()), create_checkpoint(binding(), created_at=NOW)
+        with pytest.raises(RedisOutcomeUnknownError) as caught:
+            store.create_if_absent(key, record)
+        assert caught.value.code in ("NOPERM", "ERR")  # Redis 7 says ERR from a script
+        assert "read the record back" in str(caught.value)
+        assert password not in str(caught.value)
+        assert store.get(key) == record.to_dict()  # it was applied, part-way
+        store.close()
+    finally:
+        admin.acl_deluser(user)
+
+
 # --- bad configuration: fast, clear, no secrets --------------------------------------------
 
 

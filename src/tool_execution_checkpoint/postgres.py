@@ -37,15 +37,16 @@ The contract (see :mod:`tool_execution_checkpoint.store`):
 - **Ambiguous commits.** When a write fails after it was sent (the connection dropped,
   the backend was terminated, the server crashed or the statement was cancelled), it may
   or may not have been applied: the store raises
-  :class:`~tool_execution_checkpoint.store.OutcomeUnknownError` and never guesses or
+  :class:`PostgresOutcomeUnknownError` and never guesses or
   retries. Read the record back: it is either the old record or exactly the one written.
   A write that PostgreSQL refused with an ERROR (its transaction rolled back), or that
-  failed before it was sent, raises a plain
-  :class:`~tool_execution_checkpoint.store.StoreError`: it was not applied.
+  failed before it was sent, raises another :class:`PostgresStoreError` (not applied,
+  unavailable, or, for a missing privilege or table, configuration): it was not applied.
 
 The table is created on first use (``CREATE TABLE IF NOT EXISTS``, serialised with an
 advisory lock, marked as layout 1 with a table comment). First use also checks the
-configuration and fails fast, with a :class:`StoreError` saying what to fix: the server
+configuration and fails fast, with a :class:`PostgresConfigurationError` (or, when the
+server cannot be reached, :class:`PostgresUnavailableError`) saying what to fix: the server
 must be reachable within ``connect_timeout`` seconds, the credentials right, the database
 UTF8, the server durable, the schema usable and the role allowed to SELECT, INSERT and
 UPDATE the table (and CREATE in the schema if the table is missing). Messages name the
@@ -80,7 +81,10 @@ from .store import (
     Listing,
     OutcomeUnknownError,
     RecordSummary,
+    StoreConfigurationError,
     StoreError,
+    StoreNotAppliedError,
+    StoreUnavailableError,
     check_create,
     check_key,
     check_listing,
@@ -94,7 +98,12 @@ __all__ = [
     "LAYOUT",
     "LAYOUT_MARKER",
     "AsyncPostgresStore",
+    "PostgresConfigurationError",
+    "PostgresNotAppliedError",
+    "PostgresOutcomeUnknownError",
     "PostgresStore",
+    "PostgresStoreError",
+    "PostgresUnavailableError",
     "open_async_store",
     "open_store",
     "open_url",
@@ -115,6 +124,40 @@ _RELAX = " AND set_config('synchronous_commit', 'off', true) = 'off'"
 """The condition that makes a compare-and-swap commit asynchronously (see _Sql)."""
 
 _Operation = Literal["create", "get", "compare-and-swap", "list"]
+
+
+# --- errors ----------------------------------------------------------------------------
+
+
+class PostgresStoreError(StoreError):
+    """A PostgreSQL store operation failed: the base of the store's errors, each of which
+    is also in one category of :class:`~tool_execution_checkpoint.store.StoreError`.
+    Messages name the host, port, database, role and table, never the password, a
+    payload or a server DETAIL line."""
+
+
+class PostgresNotAppliedError(PostgresStoreError, StoreNotAppliedError):
+    """The server refused the statement with an ERROR, which rolled its transaction
+    back, or the store is closed: nothing was applied."""
+
+
+class PostgresUnavailableError(PostgresStoreError, StoreUnavailableError):
+    """No connection could be had in time (the server is down, refuses connections, has
+    no free slots, or the pool is exhausted), or a read lost its connection: nothing was
+    applied; retry later."""
+
+
+class PostgresConfigurationError(PostgresStoreError, StoreConfigurationError):
+    """The server, database, role or table cannot be used as configured: credentials,
+    a missing database, role, schema or table, an encoding other than UTF8, a server
+    that is not durable, a missing privilege. Nothing was applied; the message says what
+    to fix."""
+
+
+class PostgresOutcomeUnknownError(PostgresStoreError, OutcomeUnknownError):
+    """A write was sent and its outcome is unknown: the connection dropped, the backend
+    was terminated or the statement cancelled before its answer. Read the record back:
+    it is either the old record or exactly the one written."""
 
 
 # --- names, configuration and statements -------------------------------------------------
@@ -214,13 +257,14 @@ def _connect_kwargs(target: _Target, timeout: float) -> dict[str, Any]:
     return kwargs
 
 
-def _connect_failure(error: BaseException, target: _Target | None) -> StoreError:
-    """A StoreError saying why a connection could not be made and what to fix; the raw
+def _connect_failure(error: BaseException, target: _Target | None) -> PostgresStoreError:
+    """The error saying why a connection could not be made and what to fix; the raw
     libpq text is shown only with the password blanked, and never for a string that does
     not parse (libpq may quote it)."""
     where = target.describe() if target is not None else "PostgreSQL"
     text = str(error)
     lowered = text.lower()
+    kind: type[PostgresStoreError] = PostgresConfigurationError
     if "password authentication failed" in lowered or "authentication failed" in lowered:
         reason = "authentication failed: check the role name and password in the URL"
     elif "no password supplied" in lowered or "password is required" in lowered:
@@ -231,23 +275,25 @@ def _connect_failure(error: BaseException, target: _Target | None) -> StoreError
         reason = "the database does not exist: create it or fix the database name"
     elif "role" in lowered and "does not exist" in lowered:
         reason = "the role does not exist: create it or fix the role name"
-    elif "connection refused" in lowered:
-        reason = "connection refused: check that the server runs and the host and port"
-    elif "timeout" in lowered or "timed out" in lowered:
-        reason = "connecting timed out: check the host, port and firewall"
     elif "could not translate host name" in lowered or "name or service not known" in lowered:
         reason = "the host name does not resolve: fix the host"
     elif "invalid" in lowered and ("port" in lowered or "option" in lowered):
         reason = "a connection option is invalid (for example the port): fix the URL"
-    elif "too many" in lowered or "remaining connection slots" in lowered:
-        reason = "the server has no free connection slots: lower max_size or raise them"
     else:
-        first = text.splitlines()[0] if text else type(error).__name__
-        password = target.password() if target is not None else None
-        if password:
-            first = first.replace(password, "***")
-        reason = f"{type(error).__name__}: {first}"
-    return StoreError(f"cannot connect to {where}: {reason}")
+        kind = PostgresUnavailableError
+        if "connection refused" in lowered:
+            reason = "connection refused: check that the server runs and the host and port"
+        elif "timeout" in lowered or "timed out" in lowered:
+            reason = "connecting timed out: check the host, port and firewall"
+        elif "too many" in lowered or "remaining connection slots" in lowered:
+            reason = "the server has no free connection slots: lower max_size or raise them"
+        else:
+            first = text.splitlines()[0] if text else type(error).__name__
+            password = target.password() if target is not None else None
+            if password:
+                first = first.replace(password, "***")
+            reason = f"{type(error).__name__}: {first}"
+    return kind(f"cannot connect to {where}: {reason}")
 
 
 def _server_refusal(error: psycopg.Error) -> str:
@@ -425,46 +471,47 @@ def _maybe_being_created(inspection: _Inspection) -> bool:
 
 
 def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: bool) -> bool:
-    """Raise a StoreError saying what to fix, or return whether the table must be created."""
+    """Raise a PostgresConfigurationError saying what to fix, or return whether the
+    table must be created."""
     target = f"{statements.schema}.{statements.table}"
     role = inspection.role
     if inspection.encoding != "UTF8":
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the database's encoding is {inspection.encoding}: the store needs a UTF8 "
             f"database (CREATE DATABASE ... ENCODING 'UTF8')"
         )
     if inspection.client_encoding != "UTF8":
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the connection's client_encoding is {inspection.client_encoding}: the store "
             f"needs UTF8 (drop client_encoding from the URL, PGCLIENTENCODING or the role's "
             f"settings)"
         )
     if durable and (inspection.synchronous_commit == "off" or inspection.fsync == "off"):
-        raise StoreError(
+        raise PostgresConfigurationError(
             "the server is not durable (synchronous_commit or fsync is off), so an "
             "acknowledged write could be lost in a crash: turn them on, or pass "
             "durable=False to accept that"
         )
     if not inspection.schema_exists:
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the schema {statements.schema} does not exist: create it, or pass schema= "
             f"naming an existing one"
         )
     if not inspection.schema_usage:
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the role {role} lacks USAGE on the schema {statements.schema}: "
             f"GRANT USAGE ON SCHEMA {statements.schema} TO {role}"
         )
     if not inspection.table_exists:
         if not create:
-            raise StoreError(
+            raise PostgresConfigurationError(
                 f"there is no checkpoint table {target}: it does not exist, and with "
                 f"create_table=False (create=False) it is never created; name the table "
                 f"that holds the records (schema, table), or create it with the DDL of "
                 f"schema_sql()"
             )
         if not inspection.schema_create:
-            raise StoreError(
+            raise PostgresConfigurationError(
                 f"the table {target} does not exist and the role {role} may not create it "
                 f"(no CREATE on the schema {statements.schema}): run the DDL of "
                 f"schema_sql() as the schema's owner, or GRANT CREATE ON SCHEMA "
@@ -472,7 +519,7 @@ def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: 
             )
         return True
     if inspection.marker != LAYOUT_MARKER:
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the table {target} exists but is not marked as a checkpoint table of layout "
             f"{LAYOUT} (its comment is not {LAYOUT_MARKER!r}): pass another table name, or "
             f"create it with the DDL of schema_sql()"
@@ -487,7 +534,7 @@ def _judge(inspection: _Inspection, statements: _Sql, *, durable: bool, create: 
         if not granted
     ]
     if missing:
-        raise StoreError(
+        raise PostgresConfigurationError(
             f"the role {role} lacks {', '.join(missing)} on the table {target}: "
             f"GRANT SELECT, INSERT, UPDATE ON {target} TO {role}"
         )
@@ -585,25 +632,33 @@ def _swap_statement(
     return (statements.update_relaxed if relaxed else statements.update), params
 
 
-def _operation_failure(error: psycopg.Error, operation: _Operation, *, write: bool) -> StoreError:
-    """The StoreError for an operation that failed after its statement was sent."""
+def _operation_failure(
+    error: psycopg.Error, operation: _Operation, *, write: bool
+) -> PostgresStoreError:
+    """The error for an operation that failed after its statement was sent."""
     described = _server_refusal(error)
-    if write and not _definitely_not_applied(error):
-        return OutcomeUnknownError(
+    refused = _definitely_not_applied(error)
+    if write and not refused:
+        return PostgresOutcomeUnknownError(
             f"the {operation} was sent but its outcome is unknown ({described}): read the "
             f"record back; it is either the old record or exactly the one written"
         )
+    kind: type[PostgresStoreError] = (
+        PostgresNotAppliedError if refused else PostgresUnavailableError
+    )
     hint = ""
     if error.sqlstate == "42501":
         hint = ": grant SELECT, INSERT and UPDATE on the table to the store's role"
+        kind = PostgresConfigurationError
     elif error.sqlstate == "42P01":
         hint = ": the table is gone; recreate it with the DDL of schema_sql()"
+        kind = PostgresConfigurationError
     applied = "; it was not applied" if write else ""
-    return StoreError(f"the {operation} failed ({described}){hint}{applied}")
+    return kind(f"the {operation} failed ({described}){hint}{applied}")
 
 
-def _closed_error() -> StoreError:
-    return StoreError("the store is closed")
+def _closed_error() -> PostgresNotAppliedError:
+    return PostgresNotAppliedError("the store is closed")
 
 
 _PoolT = TypeVar("_PoolT", ConnectionPool[Any], AsyncConnectionPool[Any])
@@ -678,9 +733,10 @@ class _PostgresStoreBase(Generic[_PoolT]):
         :func:`~tool_execution_checkpoint.open_store` too); ``options`` are the
         constructor's keyword arguments.
 
-        ``create=False`` is ``create_table=False``: a missing table is a StoreError
-        saying there is no checkpoint table, never created (passing ``create_table=True``
-        with it is refused). Nothing is sent before the first operation.
+        ``create=False`` is ``create_table=False``: a missing table is a
+        PostgresConfigurationError saying there is no checkpoint table, never created
+        (passing ``create_table=True`` with it is refused). Nothing is sent before the
+        first operation.
 
         Raises:
             CheckpointError: INVALID_ARGUMENT as the constructor raises it, naming no
@@ -726,7 +782,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         connect_timeout: Seconds to wait for a connection, from the server or the pool.
         min_size, max_size: The owned pool's size.
         create_table: Create the table on first use if it is missing (needs CREATE on the
-            schema). With False, a missing table is a StoreError.
+            schema). With False, a missing table is a
+            PostgresConfigurationError.
         durable: Refuse a server with ``synchronous_commit`` or ``fsync`` off (the
             default). Pass False only for tests and throwaway data.
         synchronous_delivered: With False (the default), a ``compare_and_swap`` whose
@@ -787,20 +844,20 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             failure = _connect_failure(error, self._target)
         raise failure  # outside the except: libpq's message is not kept as the context
 
-    def _diagnose(self, error: BaseException) -> StoreError:
+    def _diagnose(self, error: BaseException) -> PostgresStoreError:
         """Why no pooled connection came: try one direct connection for the reason."""
         if self._target is not None:
             try:
                 self._connect_directly().close()
-            except StoreError as reason:
+            except PostgresStoreError as reason:
                 return reason
-        return StoreError(
+        return PostgresUnavailableError(
             f"no database connection within {self._timeout:g} s ({type(error).__name__}): "
             f"the pool is exhausted or the server is unreachable"
         )
 
     def _acquire(self) -> psycopg.Connection[Any]:
-        """A live pooled connection; a StoreError (nothing was sent) if there is none."""
+        """A live pooled connection; a PostgresStoreError (nothing was sent) if there is none."""
         deadline = monotonic() + self._timeout
         for _ in range(self._attempts):
             problem: BaseException | None = None
@@ -819,7 +876,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 return connection
             connection.close()
             self._pool.putconn(connection)
-        raise StoreError("every pooled connection tried was dead; nothing was sent")
+        raise PostgresUnavailableError("every pooled connection tried was dead; nothing was sent")
 
     def _release(self, connection: psycopg.Connection[Any]) -> None:
         self._pool.putconn(connection)
@@ -882,7 +939,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             return
         # Raised outside the except: the server's error (its DETAIL may quote a value) is
         # not kept as the context.
-        raise StoreError(
+        raise PostgresNotAppliedError(
             f"setting up the table {self._sql.schema}.{self._sql.table} failed "
             f"({refusal}); nothing was written"
         )
@@ -918,8 +975,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for a bad key or a record not at revision 1.
-            OutcomeUnknownError: the INSERT was sent and its outcome is unknown.
-            StoreError: it failed and was not applied.
+            PostgresOutcomeUnknownError: the INSERT was sent and its outcome is unknown.
+            PostgresStoreError: any other: it failed and was not applied.
         """
         params = _create_params(key, record)
         count, _ = self._execute("create", self._sql.insert, params, write=True)
@@ -935,7 +992,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 JSON, too deep, an integer past the digit limit, not an object (``null``
                 included), or an object that does not validate (see
                 :func:`~tool_execution_checkpoint.store.decode_stored`).
-            StoreError: the read failed.
+            PostgresStoreError: the read failed.
         """
         check_key(key)
         _, rows = self._execute("get", self._sql.select, (key,), write=False)
@@ -950,8 +1007,9 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         Raises:
             CheckpointError: INVALID_ARGUMENT for a bad key, or a record whose revision is
                 not ``expected_revision + 1``.
-            OutcomeUnknownError: the UPDATE was sent and its outcome is unknown: read back.
-            StoreError: it failed and was not applied.
+            PostgresOutcomeUnknownError: the UPDATE was sent and its outcome is unknown:
+                read back.
+            PostgresStoreError: any other: it failed and was not applied.
         """
         query, params = self._swap(key, expected_revision, record)
         count, _ = self._execute("compare-and-swap", query, params, write=True)
@@ -974,7 +1032,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             CheckpointError: INVALID_ARGUMENT for bad arguments (see
                 :func:`~tool_execution_checkpoint.store.check_listing`, which also
                 bounds them as every store does).
-            StoreError: the read failed.
+            PostgresStoreError: the read failed.
 
         A stored record that is not valid is listed as a
         :class:`~tool_execution_checkpoint.store.BrokenRecord` where its status and
@@ -1000,7 +1058,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             after = cut
 
     def close(self) -> None:
-        """Close the pool if the store made it; later operations raise StoreError."""
+        """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""
         with self._setup_lock:
             self._closed = True
         if self._owns_pool:
@@ -1063,13 +1121,13 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
             failure = _connect_failure(error, self._target)
         raise failure  # outside the except: libpq's message is not kept as the context
 
-    async def _diagnose(self, error: BaseException) -> StoreError:
+    async def _diagnose(self, error: BaseException) -> PostgresStoreError:
         if self._target is not None:
             try:
                 await (await self._connect_directly()).close()
-            except StoreError as reason:
+            except PostgresStoreError as reason:
                 return reason
-        return StoreError(
+        return PostgresUnavailableError(
             f"no database connection within {self._timeout:g} s ({type(error).__name__}): "
             f"the pool is exhausted or the server is unreachable"
         )
@@ -1093,7 +1151,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                 return connection
             await connection.close()
             await self._pool.putconn(connection)
-        raise StoreError("every pooled connection tried was dead; nothing was sent")
+        raise PostgresUnavailableError("every pooled connection tried was dead; nothing was sent")
 
     async def _ensure_ready(self) -> None:
         if self._ready:
@@ -1158,7 +1216,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
             return
         # Raised outside the except: the server's error (its DETAIL may quote a value) is
         # not kept as the context.
-        raise StoreError(
+        raise PostgresNotAppliedError(
             f"setting up the table {self._sql.schema}.{self._sql.table} failed "
             f"({refusal}); nothing was written"
         )
@@ -1231,7 +1289,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
             after = cut
 
     async def aclose(self) -> None:
-        """Close the pool if the store made it; later operations raise StoreError."""
+        """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""
         self._closed = True
         if self._owns_pool:
             await self._pool.close()

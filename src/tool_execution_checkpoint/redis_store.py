@@ -113,7 +113,10 @@ from .store import (
     BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
+    StoreConfigurationError,
     StoreError,
+    StoreNotAppliedError,
+    StoreUnavailableError,
     check_create,
     check_key,
     check_listing,
@@ -135,6 +138,7 @@ __all__ = [
     "RedisDurabilityError",
     "RedisDurabilityWarning",
     "RedisOutcomeUnknownError",
+    "RedisReplyError",
     "RedisStore",
     "RedisStoreError",
     "RedisUnavailableError",
@@ -177,22 +181,22 @@ OnWeak = Literal["raise", "warn", "ignore"]
 
 
 class RedisStoreError(StoreError):
-    """A Redis store operation failed. For a write, read the record back before doing
-    anything else (see :class:`StoreError`)."""
+    """A Redis store operation failed: the base of the store's errors, each of which is
+    also in one category of :class:`~tool_execution_checkpoint.store.StoreError`."""
 
 
-class RedisUnavailableError(RedisStoreError):
+class RedisUnavailableError(RedisStoreError, StoreUnavailableError):
     """The server could not be reached, did not answer in time, or is still loading its
     data. Raised before a command was sent, or for a read: no write was applied by the
     call that raised it."""
 
 
-class RedisAuthenticationError(RedisStoreError):
+class RedisAuthenticationError(RedisStoreError, StoreConfigurationError):
     """The server refused the credentials (wrong or missing password or user name). The
     message never shows the password."""
 
 
-class RedisConfigurationError(RedisStoreError):
+class RedisConfigurationError(RedisStoreError, StoreConfigurationError):
     """The store is configured wrongly: a URL that is not a Redis URL, or a server whose
     settings break the storage contract (see :class:`RedisDurabilityError`)."""
 
@@ -206,11 +210,15 @@ class RedisDurabilityWarning(UserWarning):
     """The server's persistence settings are weak (``check_durability(on_weak="warn")``)."""
 
 
-class RedisCommandError(RedisStoreError):
-    """The server answered a command with an error (out of memory, read-only replica,
-    missing ACL permission, a foreign value under the store's prefix...). The scripts
-    declare themselves with a shebang, so Redis refuses them before they run when it is
-    out of memory, read-only or cannot persist: such a refused write changed nothing.
+class RedisCommandError(RedisStoreError, StoreNotAppliedError):
+    """The server refused a command with an error, before it changed anything (out of
+    memory, read-only replica, a foreign value under the store's prefix, a cluster
+    redirection...). The scripts declare themselves with a shebang, so Redis refuses
+    them before they run when it is out of memory, read-only or cannot persist, and
+    they check every key they write before writing any. A write refused with an error
+    that may come from inside a script after it wrote (a missing ACL permission for
+    one of its commands, ``NOPERM``, or an unknown error) is
+    :class:`RedisOutcomeUnknownError` instead; a read refused with it is this error.
     ``code`` is the server's error code, for example ``"OOM"``."""
 
     def __init__(self, message: str, code: str) -> None:
@@ -218,10 +226,22 @@ class RedisCommandError(RedisStoreError):
         self.code = code
 
 
-class RedisOutcomeUnknownError(OutcomeUnknownError, RedisStoreError):
-    """The connection failed or timed out after a write was sent: the script may or may
-    not have run. Read the record back: it is at the old revision (not applied) or is
-    exactly the record that was written (applied), never anything in between."""
+class RedisOutcomeUnknownError(RedisStoreError, OutcomeUnknownError):
+    """A write was sent and may or may not have run: the connection failed or timed out
+    before its reply, the reply was not one the store understands, or the server
+    refused it with an error that may come from inside the script (``code``, else
+    None). Read the record back: it is at the old revision (not applied) or is exactly
+    the record that was written (applied), never anything in between."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RedisReplyError(RedisStoreError, StoreNotAppliedError):
+    """A read got a reply the store does not understand (for example from a proxy in
+    front of Redis, or a key under the store's prefix that is not UTF-8). Nothing was
+    written; a write that gets such a reply is :class:`RedisOutcomeUnknownError`."""
 
 
 _COMMAND_HINTS = {
@@ -248,6 +268,12 @@ _COMMAND_HINTS = {
     "TRYAGAIN": "the Redis Cluster is moving the record's slot; retry shortly, the write "
     "was not applied",
 }
+
+_REFUSED_BEFORE_WRITING = frozenset(_COMMAND_HINTS) - {"NOPERM"}
+"""The error codes with which Redis refuses a write script before it writes anything:
+before it runs (the shebang's checks, a busy server, an unloaded script, a cluster
+redirection) or at the script's own key checks (WRONGTYPE). A NOPERM may come from a
+command inside the script, after an earlier one wrote."""
 
 
 def _error_code(error: ResponseError) -> str:
@@ -341,7 +367,14 @@ def _exchange_failure(
     if isinstance(error, AuthenticationError | BusyLoadingError):
         return _connect_failure(error, where, timeout)  # the server refused the command
     if isinstance(error, ResponseError):
-        return _command_failure(error, where)
+        refusal = _command_failure(error, where)
+        if request.write and refusal.code not in _REFUSED_BEFORE_WRITING:
+            return RedisOutcomeUnknownError(
+                f"{refusal}; the script may have stopped after writing: it may or may not "
+                "have been applied, read the record back and decide again",
+                refusal.code,
+            )
+        return refusal
     if not isinstance(error, RedisError | OSError):
         return None
     what = (
@@ -520,7 +553,10 @@ def _answer(reply: object) -> bool:
         return True
     if reply == 0:
         return False
-    raise RedisStoreError("the Redis server gave a reply the store does not understand")
+    raise RedisOutcomeUnknownError(
+        "the Redis server gave a reply to a write the store does not understand: it may "
+        "or may not have been applied; read the record back and decide again"
+    )
 
 
 def _score_bound(updated_before_us: int | None) -> bytes:
@@ -789,7 +825,7 @@ class _Layout:
 def _parse_record(reply: object) -> Mapping[str, Any]:
     """The record a HGET read (see :func:`~tool_execution_checkpoint.store.decode_stored`)."""
     if not isinstance(reply, bytes):
-        raise RedisStoreError("the Redis server gave a reply the store does not understand")
+        raise RedisReplyError("the Redis server gave a reply the store does not understand")
     return decode_stored(reply).mapping
 
 
@@ -801,7 +837,7 @@ def _listed(key: str, text: object) -> RecordSummary | BrokenRecord:
         )
         return BrokenRecord.of(key, missing)
     if not isinstance(text, bytes):
-        raise RedisStoreError("the Redis server gave a reply the store does not understand")
+        raise RedisReplyError("the Redis server gave a reply the store does not understand")
     try:
         return RecordSummary.of(key, decode_stored(text).checkpoint)
     except CheckpointError as error:
@@ -817,18 +853,18 @@ def _config_value(reply: object) -> str | None:
 
 def _array(reply: object) -> list[object]:
     if not isinstance(reply, list):
-        raise RedisStoreError("the Redis server gave a reply the store does not understand")
+        raise RedisReplyError("the Redis server gave a reply the store does not understand")
     return reply
 
 
 def _text(value: object) -> str:
     if not isinstance(value, bytes):
-        raise RedisStoreError("the Redis server gave a reply the store does not understand")
+        raise RedisReplyError("the Redis server gave a reply the store does not understand")
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:  # its ``object`` is the value: not kept as a context
         pass
-    raise RedisStoreError(
+    raise RedisReplyError(
         "the store's index holds a key that is not UTF-8: a foreign value under the store's prefix"
     )
 
@@ -1225,7 +1261,7 @@ class _RedisStoreBase(Generic[_ClientT]):
         """The master that owns ``request``'s slot in the client's slot map (sync or
         asyncio alike); a slot with no master marks the map stale and is refused."""
         if request.route is None:  # pragma: no cover - server commands always name a node
-            raise RedisStoreError("a cluster store sent a command with no key and no node")
+            raise RedisReplyError("a cluster store sent a command with no key and no node")
         try:
             return manager.get_node_from_slot(key_slot(request.route))
         except RedisClusterException:

@@ -57,7 +57,10 @@ from .store import (
     BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
+    StoreConfigurationError,
     StoreError,
+    StoreNotAppliedError,
+    StoreUnavailableError,
     check_create,
     check_key,
     check_listing,
@@ -71,6 +74,7 @@ __all__ = [
     "AsyncSQLiteStore",
     "SQLiteBusyError",
     "SQLiteConfigurationError",
+    "SQLiteNotAppliedError",
     "SQLiteOutcomeUnknownError",
     "SQLiteStore",
     "SQLiteStoreError",
@@ -156,8 +160,10 @@ _T = TypeVar("_T")
 
 
 class SQLiteStoreError(StoreError):
-    """An SQLite operation failed. A write that raises this (and not
-    :class:`SQLiteOutcomeUnknownError`) failed before its COMMIT and was not applied.
+    """An SQLite operation failed: the base of the store's errors, each of which is also
+    in one category of :class:`~tool_execution_checkpoint.store.StoreError`. A write
+    that raises one that is not :class:`SQLiteOutcomeUnknownError` failed before its
+    COMMIT and was not applied.
 
     Attributes:
         sqlite_errorname: SQLite's extended result code name (``"SQLITE_BUSY"``), or None
@@ -171,7 +177,13 @@ class SQLiteStoreError(StoreError):
         self.sqlite_errorname = sqlite_errorname
 
 
-class SQLiteConfigurationError(SQLiteStoreError):
+class SQLiteNotAppliedError(SQLiteStoreError, StoreNotAppliedError):
+    """An operation failed and changed nothing, for a reason neither of configuration
+    nor of a lock: a corrupt database, a full disk, an I/O error before the COMMIT, a
+    closed store, or another SQLite failure. The message names it and what to do."""
+
+
+class SQLiteConfigurationError(SQLiteStoreError, StoreConfigurationError):
     """The database cannot be used as configured: a path that names no usable file, a
     directory that does not exist, a file that is not an SQLite database, a file this
     process may not write, a schema version this library does not know, or (opening with
@@ -180,7 +192,7 @@ class SQLiteConfigurationError(SQLiteStoreError):
     instead (see :func:`url_location`)."""
 
 
-class SQLiteBusyError(SQLiteStoreError):
+class SQLiteBusyError(SQLiteStoreError, StoreUnavailableError):
     """The database stayed locked for the whole busy timeout: another connection or
     process held its write lock. The operation was not applied; retry it later, or raise
     ``busy_timeout``."""
@@ -196,7 +208,7 @@ class SQLiteOutcomeUnknownError(SQLiteStoreError, OutcomeUnknownError):
     ``SQLITE_NOMEM`` and ``SQLITE_CORRUPT``, after which SQLite rolls back its in-memory
     state; but the commit frame may already be in the WAL file, and a later recovery of
     that file then finds the write committed. Every other failure is known not to have
-    applied the write and raises a plain :class:`SQLiteStoreError`: one before the
+    applied the write and raises another :class:`SQLiteStoreError`: one before the
     statement changed its row (at ``BEGIN IMMEDIATE`` or in the statement), and a
     ``COMMIT`` that failed but left the transaction open (``SQLITE_BUSY``), which the
     store rolls back.
@@ -439,23 +451,23 @@ class SQLiteStore:
                 sqlite_errorname=name,
             )
         if code == _CORRUPT:
-            return SQLiteStoreError(
+            return SQLiteNotAppliedError(
                 f"database {self.path} is corrupt ({cause}); {what}. Stop the processes"
                 " using it, run PRAGMA integrity_check and restore it from a backup",
                 sqlite_errorname=name,
             )
         if code == _FULL:
-            return SQLiteStoreError(
+            return SQLiteNotAppliedError(
                 f"the disk holding {self.path} is full ({cause}); {what}. Free space, then retry",
                 sqlite_errorname=name,
             )
         if code == _IOERR:
-            return SQLiteStoreError(
+            return SQLiteNotAppliedError(
                 f"disk I/O error on {self.path} ({cause}); {what}. Check the disk and the"
                 " file system",
                 sqlite_errorname=name,
             )
-        return SQLiteStoreError(
+        return SQLiteNotAppliedError(
             f"SQLite failed on {self.path}: {cause}; {what}", sqlite_errorname=name
         )
 
@@ -464,7 +476,7 @@ class SQLiteStore:
     def _open_cursor(self) -> sqlite3.Cursor:
         """The open connection's cursor (call with the lock held)."""
         if self._cursor is None:
-            raise SQLiteStoreError(f"the store on {self.path} is closed")
+            raise SQLiteNotAppliedError(f"the store on {self.path} is closed")
         return self._cursor
 
     def _patiently(
@@ -837,11 +849,11 @@ class AsyncSQLiteStore:
 
     async def _run(self, call: Callable[[], _T]) -> _T:
         if self._closed:
-            raise SQLiteStoreError(f"the store on {self.store.path} is closed")
+            raise SQLiteNotAppliedError(f"the store on {self.store.path} is closed")
         try:
             future = asyncio.get_running_loop().run_in_executor(self._executor, call)
         except RuntimeError:  # the executor was shut down meanwhile
-            raise SQLiteStoreError(f"the store on {self.store.path} is closed") from None
+            raise SQLiteNotAppliedError(f"the store on {self.store.path} is closed") from None
         return await future
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:

@@ -47,7 +47,10 @@ __all__ = [
     "OperableCheckpointStore",
     "OutcomeUnknownError",
     "RecordSummary",
+    "StoreConfigurationError",
     "StoreError",
+    "StoreNotAppliedError",
+    "StoreUnavailableError",
     "StoredRecord",
     "check_create",
     "check_key",
@@ -63,8 +66,40 @@ _CEILING = TABLE.limits.ceiling_max_payload_bytes
 
 
 class StoreError(Exception):
-    """A store operation failed. For a write, whether it was applied is unknown: read
-    back before doing anything else."""
+    """A store operation failed. For a write, whether it was applied is unknown unless
+    the error says so: read back before doing anything else.
+
+    Every error the library's stores raise is in exactly one of four categories, each a
+    subclass of this one, and each store's own classes list the store's base class first
+    and the category second (``class SQLiteBusyError(SQLiteStoreError,
+    StoreUnavailableError)``), so a host catches a category across stores and a store's
+    errors by their base:
+
+    - :class:`StoreNotAppliedError`: it failed and changed nothing;
+    - :class:`StoreUnavailableError` (a StoreNotAppliedError): the store cannot be reached
+      or used just now; retry later;
+    - :class:`StoreConfigurationError` (a StoreNotAppliedError): the store is set up
+      wrongly; retrying does not help until what the message names is fixed;
+    - :class:`OutcomeUnknownError`: a write may or may not have been applied.
+
+    A plain StoreError (from a store outside the library) says nothing more than that."""
+
+
+class StoreNotAppliedError(StoreError):
+    """The operation failed and changed nothing: a write that raises this was not
+    applied, so it may be sent again as it is."""
+
+
+class StoreUnavailableError(StoreNotAppliedError):
+    """The store cannot be reached or used just now: down, not answering in time,
+    locked by another writer, still loading, or out of connections. Nothing was
+    applied; the same operation may succeed later."""
+
+
+class StoreConfigurationError(StoreNotAppliedError):
+    """The store is set up wrongly: a path, URL, credential, permission, server setting
+    or schema it cannot work with. Nothing was applied; retrying does not help until
+    what the message names is fixed."""
 
 
 class OutcomeUnknownError(StoreError):

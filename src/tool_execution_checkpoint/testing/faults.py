@@ -7,7 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import Checkpoint
-from ..store import CheckpointStore, OutcomeUnknownError, StoreError
+from ..store import (
+    CheckpointStore,
+    OutcomeUnknownError,
+    StoreNotAppliedError,
+    StoreUnavailableError,
+)
 
 __all__ = ["Fault", "FaultyStore", "InjectedReadError", "InjectedWriteError"]
 
@@ -25,7 +30,7 @@ class Fault(enum.Enum):
     """A read raises."""
 
 
-class InjectedWriteError(StoreError):
+class InjectedWriteError(StoreNotAppliedError):
     """An injected failure of a write that was not applied."""
 
 
@@ -33,7 +38,7 @@ class InjectedAmbiguousWriteError(OutcomeUnknownError):
     """An injected failure of a write that was applied."""
 
 
-class InjectedReadError(StoreError):
+class InjectedReadError(StoreUnavailableError):
     """An injected failure of a read."""
 
 
