@@ -112,8 +112,8 @@ from idemkit.backends.redis import RedisBackend
 from idemkit.core.sync_bridge import run_sync
 
 from tool_execution_checkpoint import Binding, RunStatus, run_once, run_once_async
-from tool_execution_checkpoint.postgres import AsyncPostgresStore, PostgresStore
-from tool_execution_checkpoint.redis_store import AsyncRedisStore, RedisStore
+from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
+from tool_execution_checkpoint.stores.redis import AsyncRedisStore, RedisStore
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

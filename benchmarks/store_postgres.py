@@ -53,7 +53,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     decide_checkpoint,
 )
-from tool_execution_checkpoint.postgres import PostgresStore
+from tool_execution_checkpoint.stores.postgres import PostgresStore
 from tool_execution_checkpoint.validation import timestamp_microseconds
 
 NOW = "2026-01-01T00:00:00Z"

@@ -55,7 +55,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     decide_checkpoint,
 )
-from tool_execution_checkpoint.redis_store import SCRIPTS, RedisStore
+from tool_execution_checkpoint.stores.redis import SCRIPTS, RedisStore
 from tool_execution_checkpoint.validation import timestamp_microseconds
 
 NOW = "2026-01-01T00:00:00Z"

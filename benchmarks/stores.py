@@ -79,8 +79,8 @@ from tool_execution_checkpoint import (
     SQLiteStore,
     run_once,
 )
-from tool_execution_checkpoint.postgres import PostgresStore
-from tool_execution_checkpoint.redis_store import RedisStore
+from tool_execution_checkpoint.stores.postgres import PostgresStore
+from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.table import Status
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from tool_execution_checkpoint import Checkpoint, Status
-from tool_execution_checkpoint.memory import MemoryStore
+from tool_execution_checkpoint.stores.memory import MemoryStore
 
 
 class RacyStore(MemoryStore):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_execution_checkpoint import Checkpoint, CheckpointError, Status
-from tool_execution_checkpoint.store import (
+from tool_execution_checkpoint.stores import (
     BrokenRecord,
     RecordSummary,
     check_create,

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from contract_stores import JsonFilesStore
 from tool_execution_checkpoint import Checkpoint
-from tool_execution_checkpoint.store import check_create, check_swap
+from tool_execution_checkpoint.stores import check_create, check_swap
 
 
 class PlainSQLiteStore:

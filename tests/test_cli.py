@@ -36,12 +36,12 @@ from tool_execution_checkpoint import (
     register_store,
     run_once,
 )
-from tool_execution_checkpoint.opening import _SCHEMES
-from tool_execution_checkpoint.postgres import PostgresStore
 from tool_execution_checkpoint.progress import Progress, format_elapsed
-from tool_execution_checkpoint.redis_store import RedisStore
 from tool_execution_checkpoint.rendering import render_markdown, render_mermaid
 from tool_execution_checkpoint.runner import RunOutcome, RunStatus
+from tool_execution_checkpoint.stores.opening import _SCHEMES
+from tool_execution_checkpoint.stores.postgres import PostgresStore
+from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.testing.conformance import leaks
 
 
@@ -161,7 +161,7 @@ def test_bad_store_urls_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_store_passes_a_good_store_and_fails_a_broken_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    factory = "tool_execution_checkpoint.memory:MemoryStore"
+    factory = "tool_execution_checkpoint.stores.memory:MemoryStore"
     assert cli.main(["check-store", factory, "--examples", "20"]) == 0
     assert "the store passed every check" in capsys.readouterr().out
     assert cli.main(["check-store", "broken:RevisionBlindStore", "--examples", "100"]) == 5
@@ -949,7 +949,7 @@ def test_a_relative_sqlite_url_is_accepted(
 def test_check_store_leaves_nothing_in_the_working_directory(tmp_path: Path) -> None:
     run = _cli(
         "check-store",
-        "tool_execution_checkpoint.memory:MemoryStore",
+        "tool_execution_checkpoint.stores.memory:MemoryStore",
         "--examples",
         "2",
         cwd=tmp_path,
@@ -978,7 +978,8 @@ def test_every_public_name_the_readme_names_is_importable_from_the_package() -> 
     readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
     named = set(re.findall(r"`([A-Za-z_]\w*)", readme))
     package = importlib.import_module("tool_execution_checkpoint")
-    core = "errors fingerprint memory records runner sqlite store table transitions validation"
+    core = "errors fingerprint records runner table transitions validation"
+    core += " stores stores.core stores.memory stores.sqlite stores.opening"
     missing = [
         f"{module}.{name}"
         for module in core.split()

@@ -25,7 +25,7 @@ from tool_execution_checkpoint import (
     checkpoint_key,
     run_once,
 )
-from tool_execution_checkpoint.store import (
+from tool_execution_checkpoint.stores import (
     BrokenRecord,
     RecordSummary,
     check_listing,

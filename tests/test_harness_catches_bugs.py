@@ -34,8 +34,8 @@ from tool_execution_checkpoint import (
     runner,
     transitions,
 )
-from tool_execution_checkpoint.memory import MemoryStore
 from tool_execution_checkpoint.runner import HostProtocol
+from tool_execution_checkpoint.stores.memory import MemoryStore
 from tool_execution_checkpoint.table import ComposedRule, TransitionRule
 from tool_execution_checkpoint.testing import (
     PROFILES,

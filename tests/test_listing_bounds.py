@@ -27,9 +27,9 @@ from tool_execution_checkpoint import (
     claim_execution,
     create_checkpoint,
 )
-from tool_execution_checkpoint.postgres import AsyncPostgresStore, PostgresStore
-from tool_execution_checkpoint.redis_store import AsyncRedisStore, RedisStore
-from tool_execution_checkpoint.sqlite import AsyncSQLiteStore, SQLiteStore
+from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
+from tool_execution_checkpoint.stores.redis import AsyncRedisStore, RedisStore
+from tool_execution_checkpoint.stores.sqlite import AsyncSQLiteStore, SQLiteStore
 from tool_execution_checkpoint.testing import SyncStoreAdapter
 from tool_execution_checkpoint.validation import timestamp_microseconds
 

@@ -3,7 +3,7 @@ the garbage checks (a test writes its text table directly)."""
 
 from __future__ import annotations
 
-from tool_execution_checkpoint.memory import MemoryStore
+from tool_execution_checkpoint.stores.memory import MemoryStore
 from tool_execution_checkpoint.testing import OperableStoreConformance
 
 

@@ -26,9 +26,9 @@ from tool_execution_checkpoint import (
     open_store,
     register_store,
 )
-from tool_execution_checkpoint.opening import _SCHEMES, store_options, url_scheme
-from tool_execution_checkpoint.postgres import PostgresStore
-from tool_execution_checkpoint.redis_store import RedisStore
+from tool_execution_checkpoint.stores.opening import _SCHEMES, store_options, url_scheme
+from tool_execution_checkpoint.stores.postgres import PostgresStore
+from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.testing.conformance import leaks
 
 SECRET = "opening-secret-5d1c"
@@ -179,7 +179,7 @@ def test_a_registered_scheme_opens_with_its_opener() -> None:
         register_store("Test-Any", opener)
         assert isinstance(open_store("test-any://x", anything=1), MemoryStore)
         assert seen == [("test-any://x", {"anything": 1})]  # no create: it did not ask
-        register_store("test-path", "tool_execution_checkpoint.memory:open_url", options=())
+        register_store("test-path", "tool_execution_checkpoint.stores.memory:open_url", options=())
         assert _refused("test-path:", anything=1).field == "anything"
         register_store(
             "test-create",

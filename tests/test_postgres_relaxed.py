@@ -54,7 +54,7 @@ from tool_execution_checkpoint import (
     prune_result,
     release_delivery,
 )
-from tool_execution_checkpoint.postgres import AsyncPostgresStore, PostgresStore, open_url
+from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore, open_url
 from tool_execution_checkpoint.table import TABLE
 from tool_execution_checkpoint.testing.conformance import leaks
 from tool_execution_checkpoint.transitions import Transition

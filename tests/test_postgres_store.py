@@ -61,8 +61,9 @@ from tool_execution_checkpoint import (
     release_delivery,
     release_execution,
 )
-from tool_execution_checkpoint.opening import open_store as open_any_store
-from tool_execution_checkpoint.postgres import (
+from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary
+from tool_execution_checkpoint.stores.opening import open_store as open_any_store
+from tool_execution_checkpoint.stores.postgres import (
     LAYOUT_MARKER,
     AsyncPostgresStore,
     PostgresConfigurationError,
@@ -74,7 +75,6 @@ from tool_execution_checkpoint.postgres import (
     open_store,
     open_url,
 )
-from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     SyncStoreAdapter,
@@ -1363,7 +1363,7 @@ def test_sigkilled_worker_processes_never_run_a_tool_twice(
             )
         url = postgres_server.url.rsplit("/", 1)[0] + f"/{database}"
         report = kill_storm(
-            "tool_execution_checkpoint.postgres:open_store",
+            "tool_execution_checkpoint.stores.postgres:open_store",
             url,
             directory=tmp_path / f"storm-{storm}",
             workers=4,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from storm_stores import PlainSQLiteStore
-from tool_execution_checkpoint.sqlite import SQLiteStore
+from tool_execution_checkpoint.stores.sqlite import SQLiteStore
 from tool_execution_checkpoint.testing.processes import ROUNDS, kill_storm, load_factory
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -35,7 +35,7 @@ def _argument(factory: str, tmp_path: Path) -> str:
 
 HONEST = [
     "storm_stores:PlainSQLiteStore",
-    "tool_execution_checkpoint.sqlite:SQLiteStore",
+    "tool_execution_checkpoint.stores.sqlite:SQLiteStore",
     "contract_stores:JsonFilesStore",
 ]
 
@@ -133,7 +133,7 @@ def test_the_store_argument_never_shows_on_a_command_line(tmp_path: Path) -> Non
 
 
 def test_load_factory_reads_module_and_dotted_callable() -> None:
-    factory = load_factory("tool_execution_checkpoint.memory:MemoryStore")
+    factory = load_factory("tool_execution_checkpoint.stores.memory:MemoryStore")
     assert factory.__name__ == "MemoryStore"
     with pytest.raises(ValueError, match="module:callable"):
         load_factory("no-colon")

@@ -45,7 +45,9 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     open_store,
 )
-from tool_execution_checkpoint.redis_store import (
+from tool_execution_checkpoint.runner import RunStatus, run_once
+from tool_execution_checkpoint.stores import BrokenRecord, RecordSummary
+from tool_execution_checkpoint.stores.redis import (
     _SHARD_TAGS,
     CLUSTER_SHARDS,
     AsyncRedisStore,
@@ -56,8 +58,6 @@ from tool_execution_checkpoint.redis_store import (
     RedisStore,
     RedisUnavailableError,
 )
-from tool_execution_checkpoint.runner import RunStatus, run_once
-from tool_execution_checkpoint.store import BrokenRecord, RecordSummary
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.processes import kill_storm
 

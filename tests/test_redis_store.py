@@ -57,7 +57,13 @@ from tool_execution_checkpoint import (
     release_delivery,
     release_execution,
 )
-from tool_execution_checkpoint.redis_store import (
+from tool_execution_checkpoint.stores import (
+    AsyncCheckpointStore,
+    BrokenRecord,
+    OperableCheckpointStore,
+    RecordSummary,
+)
+from tool_execution_checkpoint.stores.redis import (
     SCRIPTS,
     AsyncRedisStore,
     RedisAuthenticationError,
@@ -68,12 +74,6 @@ from tool_execution_checkpoint.redis_store import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
-)
-from tool_execution_checkpoint.store import (
-    AsyncCheckpointStore,
-    BrokenRecord,
-    OperableCheckpointStore,
-    RecordSummary,
 )
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,

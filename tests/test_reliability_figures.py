@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import test_memory_store as memory_suite
-from tool_execution_checkpoint.memory import MemoryStore
+from tool_execution_checkpoint.stores.memory import MemoryStore
 from tool_execution_checkpoint.testing.conformance import GARBAGE_EXAMPLES
 from tool_execution_checkpoint.testing.processes import ROUNDS, kill_storm
 
@@ -484,7 +484,7 @@ def header() -> list[str]:
 
 def expected_rows() -> list[list[str]]:
     honest = _module_constant(STORM_TESTS, "HONEST")
-    assert "tool_execution_checkpoint.sqlite:SQLiteStore" in honest
+    assert "tool_execution_checkpoint.stores.sqlite:SQLiteStore" in honest
     race, killed = sqlite_race(), sqlite_mid_commit()
     sqlite, postgres, redis = "`SQLiteStore`", "`PostgresStore`", "`RedisStore`"
     cluster = "Redis Cluster"

@@ -40,7 +40,8 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     open_store,
 )
-from tool_execution_checkpoint.sqlite import (
+from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary
+from tool_execution_checkpoint.stores.sqlite import (
     SCHEMA_VERSION,
     AsyncSQLiteStore,
     SQLiteBusyError,
@@ -51,7 +52,6 @@ from tool_execution_checkpoint.sqlite import (
     _microseconds,
     open_url,
 )
-from tool_execution_checkpoint.store import OperableCheckpointStore, RecordSummary
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     active_profile,
@@ -472,7 +472,7 @@ def test_a_file_that_is_not_a_database_fails_fast_and_is_left_alone(tmp_path: Pa
 
 READ_ONLY_OPEN = """
 import os, sys
-from tool_execution_checkpoint.sqlite import SQLiteStore, SQLiteStoreError
+from tool_execution_checkpoint.stores.sqlite import SQLiteStore, SQLiteStoreError
 if os.geteuid() == 0:  # root writes any file: become nobody to meet a read-only file
     os.setgid(65534)
     os.setuid(65534)
@@ -696,7 +696,7 @@ from tool_execution_checkpoint import (
     Action, Binding, checkpoint_key, claim_execution, complete_execution,
     create_checkpoint, decide_checkpoint,
 )
-from tool_execution_checkpoint.sqlite import SQLiteStore
+from tool_execution_checkpoint.stores.sqlite import SQLiteStore
 
 path, name, keys, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 at = "2026-01-01T00:00:00Z"
@@ -770,7 +770,7 @@ from tool_execution_checkpoint import (
     Binding, Checkpoint, Status, checkpoint_key, claim_delivery, claim_execution,
     complete_execution, create_checkpoint, release_delivery,
 )
-from tool_execution_checkpoint.sqlite import SQLiteStore
+from tool_execution_checkpoint.stores.sqlite import SQLiteStore
 
 path, log_path, keys = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = SQLiteStore(path, busy_timeout=30)
@@ -878,7 +878,7 @@ def test_the_kill_storm_finds_sqlite_store_keeping_every_promise(tmp_path: Path)
     kills, executions, statuses = 0, 0, set()
     for seed in range(5):
         report = kill_storm(
-            "tool_execution_checkpoint.sqlite:SQLiteStore",
+            "tool_execution_checkpoint.stores.sqlite:SQLiteStore",
             str(tmp_path / f"store-{seed}.db"),
             directory=tmp_path / f"storm-{seed}",
             keys=400,

@@ -28,12 +28,11 @@ from tool_execution_checkpoint import (
     StoreNotAppliedError,
     StoreUnavailableError,
     create_checkpoint,
-    postgres,
-    redis_store,
-    sqlite,
 )
 from tool_execution_checkpoint.records import Binding
-from tool_execution_checkpoint.redis_store import RedisStore, RedisUnavailableError
+from tool_execution_checkpoint.stores import postgres, sqlite
+from tool_execution_checkpoint.stores import redis as redis_store
+from tool_execution_checkpoint.stores.redis import RedisStore, RedisUnavailableError
 from tool_execution_checkpoint.testing import faults
 
 CATEGORIES = (

@@ -23,8 +23,6 @@ from .guard import (
     result_codec,
     tool_call,
 )
-from .memory import MemoryStore
-from .opening import open_store, register_store
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import (
     DeliveryNotSent,
@@ -37,16 +35,7 @@ from .runner import (
     run_once,
     run_once_async,
 )
-from .sqlite import (
-    AsyncSQLiteStore,
-    SQLiteBusyError,
-    SQLiteConfigurationError,
-    SQLiteNotAppliedError,
-    SQLiteOutcomeUnknownError,
-    SQLiteStore,
-    SQLiteStoreError,
-)
-from .store import (
+from .stores.core import (
     AsyncCheckpointStore,
     BrokenRecord,
     CheckpointStore,
@@ -61,6 +50,17 @@ from .store import (
     StoreUnavailableError,
     checkpoint_key,
     decode_stored,
+)
+from .stores.memory import MemoryStore
+from .stores.opening import open_store, register_store
+from .stores.sqlite import (
+    AsyncSQLiteStore,
+    SQLiteBusyError,
+    SQLiteConfigurationError,
+    SQLiteNotAppliedError,
+    SQLiteOutcomeUnknownError,
+    SQLiteStore,
+    SQLiteStoreError,
 )
 from .table import TABLE, Action, Status
 from .transitions import (

@@ -51,8 +51,6 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
-from .opening import open_store as open_url_store
-from .opening import store_options, url_scheme
 from .operations import (
     NoRecord,
     Reconciliation,
@@ -68,8 +66,10 @@ from .progress import Progress
 from .records import Binding, Checkpoint, Result
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
-from .sqlite import SQLiteStore, url_location
-from .store import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
+from .stores.core import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
+from .stores.opening import open_store as open_url_store
+from .stores.opening import store_options, url_scheme
+from .stores.sqlite import SQLiteStore, url_location
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason, timestamp_microseconds
 
@@ -250,7 +250,7 @@ _LOCATION = ("schema", "table", "prefix")
 
 def open_store(url: str, **location: str) -> Any:
     """Open the store a URL names for a command, with
-    :func:`~tool_execution_checkpoint.opening.open_store` and ``create=False``: never
+    :func:`~tool_execution_checkpoint.stores.opening.open_store` and ``create=False``: never
     creating one (a SQLite file that does not exist, and a PostgreSQL table that does not,
     are a StoreError, exit 4). ``location`` (``schema=``,
     ``table=``, ``prefix=``) goes to the store; one the URL's store does not take, and a

@@ -55,7 +55,7 @@ from .runner import (
     run_once,
     run_once_async,
 )
-from .store import AsyncCheckpointStore, CheckpointStore
+from .stores.core import AsyncCheckpointStore, CheckpointStore
 from .table import TABLE, Status
 from .validation import JSONValue
 

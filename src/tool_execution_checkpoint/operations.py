@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint, Result
-from .store import BrokenRecord, CheckpointStore, OperableCheckpointStore, check_key
+from .stores.core import BrokenRecord, CheckpointStore, OperableCheckpointStore, check_key
 from .table import TABLE, Status
 from .transitions import (
     Timestamp,
@@ -94,7 +94,7 @@ def prune_delivered(
     so only delivered records are touched and each stays as a tombstone: a replayed call
     id still finds it delivered (or BINDING_CONFLICT), never ready. A record that changed
     meanwhile loses its swap and is left alone. A record whose stored value is not a valid
-    record (listed as a :class:`~tool_execution_checkpoint.store.BrokenRecord`, or whose
+    record (listed as a :class:`~tool_execution_checkpoint.stores.BrokenRecord`, or whose
     ``get`` raises CheckpointError) is left alone too, its key reported in
     :attr:`PruneReport.broken`: the pruning never stops at it. ``progress`` is called with
     the number of records examined so far, once per page.

@@ -48,7 +48,7 @@ from typing import Any, Final, TypeAlias, TypeGuard
 
 from .errors import CheckpointError, ErrorCode
 from .records import Binding, Checkpoint, Result
-from .store import AsyncCheckpointStore, CheckpointStore, StoreError, checkpoint_key
+from .stores.core import AsyncCheckpointStore, CheckpointStore, StoreError, checkpoint_key
 from .table import TABLE, Action, Status
 from .transitions import (
     Transition,

@@ -44,7 +44,7 @@ from anthropic.lib.tools._tool_dispatch import current_session_thread
 from ..errors import CheckpointError, ErrorCode
 from ..fingerprint import fingerprint
 from ..guard import checkpointed, current_call_id, to_json
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["checkpointed_tool", "messages_turn"]
 

@@ -88,7 +88,7 @@ from langgraph.types import Command, Send
 from ..errors import CheckpointError, ErrorCode
 from ..guard import ToolGuard
 from ..runner import DEFAULT_NOT_RUN
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
 

@@ -85,7 +85,7 @@ from ..guard import (
     ToolRaisedEarlier,
     result_codec,
 )
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
 

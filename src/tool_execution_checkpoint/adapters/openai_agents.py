@@ -63,7 +63,7 @@ from agents.tool_context import ToolContext
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed, current_call_id
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["checkpoint_error_text", "checkpointed_tool"]
 

@@ -67,7 +67,7 @@ from pydantic_core import to_jsonable_python
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import ResultCodec, ToolGuard, result_codec
-from ..store import AsyncCheckpointStore, CheckpointStore
+from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "call_id"]
 

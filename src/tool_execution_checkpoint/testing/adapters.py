@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Collection, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from ..records import Checkpoint
-from ..store import AsyncCheckpointStore, CheckpointStore, RecordSummary
+from ..stores.core import AsyncCheckpointStore, CheckpointStore, RecordSummary
 from ..table import Status
 
 __all__ = ["SyncStoreAdapter", "as_sync_store"]

@@ -49,10 +49,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from ..errors import CheckpointError, ErrorCode
-from ..memory import MemoryStore
 from ..operations import PruneReport, prune_delivered
 from ..records import Binding, Checkpoint
-from ..store import (
+from ..stores.core import (
     BrokenRecord,
     CheckpointStore,
     OperableCheckpointStore,
@@ -60,6 +59,7 @@ from ..store import (
     StoreError,
     checkpoint_key,
 )
+from ..stores.memory import MemoryStore
 from ..table import Action, Status
 from ..transitions import (
     Transition,

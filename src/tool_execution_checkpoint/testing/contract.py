@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..memory import MemoryStore
 from ..operations import prune_delivered
 from ..records import Binding, Checkpoint
-from ..store import BrokenRecord, CheckpointStore, OperableCheckpointStore, RecordSummary
+from ..stores.core import BrokenRecord, CheckpointStore, OperableCheckpointStore, RecordSummary
+from ..stores.memory import MemoryStore
 from ..table import TABLE, Status
 from ..transitions import (
     Transition,

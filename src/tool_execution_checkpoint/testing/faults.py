@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import Checkpoint
-from ..store import (
+from ..stores.core import (
     CheckpointStore,
     OutcomeUnknownError,
     StoreNotAppliedError,

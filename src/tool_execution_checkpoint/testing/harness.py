@@ -34,7 +34,6 @@ from jsonschema import Draft202012Validator
 
 from .. import transitions as _transitions
 from ..errors import CheckpointError, ErrorCode
-from ..memory import MemoryStore
 from ..records import Binding, Checkpoint
 from ..runner import (
     CallState,
@@ -56,7 +55,8 @@ from ..runner import (
     claim_id,
     default_error_payload,
 )
-from ..store import CheckpointStore, StoreError, checkpoint_key
+from ..stores.core import CheckpointStore, StoreError, checkpoint_key
+from ..stores.memory import MemoryStore
 from ..table import TABLE, Action, Fence, Status, spec_file
 from ..transitions import (
     Transition,

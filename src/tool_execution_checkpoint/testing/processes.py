@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import CheckpointError
-from ..opening import open_store
 from ..records import Binding, Checkpoint
-from ..store import CheckpointStore, StoreError, checkpoint_key
+from ..stores.core import CheckpointStore, StoreError, checkpoint_key
+from ..stores.opening import open_store
 from ..table import Action, Status
 from ..transitions import (
     Transition,
@@ -75,7 +75,7 @@ def load_factory(spec: str) -> Callable[[str], CheckpointStore]:
 def url_store(argument: str) -> CheckpointStore:
     """A factory for a store named by URL: ``argument`` is the JSON text of
     ``{"url": URL, "options": {...}}``, opened with
-    :func:`tool_execution_checkpoint.opening.open_store` (``options`` are the store's
+    :func:`tool_execution_checkpoint.stores.opening.open_store` (``options`` are the store's
     own, such as ``table`` or ``prefix``). ``tool-checkpoint check-store`` storms a URL
     store through it: each worker process opens the URL itself."""
     spec = json.loads(argument)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..records import Binding
 from ..runner import RunStatus, run_once
-from ..store import CheckpointStore, StoreError, checkpoint_key
+from ..stores.core import CheckpointStore, StoreError, checkpoint_key
 from ..transitions import create_checkpoint
 
 __all__ = ["StressReport", "threaded_stress"]

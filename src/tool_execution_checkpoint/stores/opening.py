@@ -27,8 +27,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .errors import CheckpointError, ErrorCode
-from .store import ClosableStore
+from ..errors import CheckpointError, ErrorCode
+from .core import ClosableStore
 
 __all__ = ["StoreScheme", "open_store", "register_store", "store_options", "url_scheme"]
 
@@ -88,10 +88,10 @@ _SCHEMES: dict[str, StoreScheme] = {
     "postgres": _builtin("postgres:open_url", _POSTGRES_OPTIONS, "postgres"),
     **{
         scheme: _builtin(
-            "redis_store:RedisStore.from_url",
+            "redis:RedisStore.from_url",
             ("prefix", "socket_timeout", "connect_timeout"),
             "redis",
-            f"{_PACKAGE}.redis_store:RedisConfigurationError",
+            f"{_PACKAGE}.redis:RedisConfigurationError",
         )
         for scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
     },

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
-from .errors import CheckpointError, ErrorCode
-from .records import Binding, Checkpoint
-from .table import TABLE, Status
-from .validation import check_identifier, timestamp_microseconds
+from ..errors import CheckpointError, ErrorCode
+from ..records import Binding, Checkpoint
+from ..table import TABLE, Status
+from ..validation import check_identifier, timestamp_microseconds
 
 __all__ = [
     "AsyncCheckpointStore",

@@ -2,7 +2,7 @@
 
 ::
 
-    from tool_execution_checkpoint.sqlite import SQLiteStore
+    from tool_execution_checkpoint.stores.sqlite import SQLiteStore
 
     store = SQLiteStore("/var/lib/agent/checkpoints.db")   # or SQLiteStore.from_url(...)
 
@@ -51,9 +51,10 @@ from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .errors import CheckpointError, ErrorCode
-from .records import Checkpoint
-from .store import (
+from ..errors import CheckpointError, ErrorCode
+from ..records import Checkpoint
+from ..table import TABLE, Status
+from .core import (
     BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
@@ -67,7 +68,6 @@ from .store import (
     check_swap,
     decode_stored,
 )
-from .table import TABLE, Status
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -161,7 +161,7 @@ _T = TypeVar("_T")
 
 class SQLiteStoreError(StoreError):
     """An SQLite operation failed: the base of the store's errors, each of which is also
-    in one category of :class:`~tool_execution_checkpoint.store.StoreError`. A write
+    in one category of :class:`~tool_execution_checkpoint.stores.StoreError`. A write
     that raises one that is not :class:`SQLiteOutcomeUnknownError` failed before its
     COMMIT and was not applied.
 
@@ -266,7 +266,7 @@ def _database_path(path: object) -> Path:
 
 
 class SQLiteStore:
-    """A :class:`~tool_execution_checkpoint.store.OperableCheckpointStore` in one SQLite
+    """A :class:`~tool_execution_checkpoint.stores.OperableCheckpointStore` in one SQLite
     file.
 
     Args:
@@ -286,7 +286,7 @@ class SQLiteStore:
     Errors. Bad arguments raise CheckpointError (INVALID_ARGUMENT) before anything is
     written. A failed operation raises a :class:`SQLiteStoreError`, and a write that
     raises one was not applied, with one exception: :class:`SQLiteOutcomeUnknownError`
-    (an :class:`~tool_execution_checkpoint.store.OutcomeUnknownError`). It is raised
+    (an :class:`~tool_execution_checkpoint.stores.OutcomeUnknownError`). It is raised
     exactly when the statement changed its row and then ``COMMIT`` failed leaving the
     connection outside a transaction (``SQLITE_IOERR``, ``SQLITE_FULL``,
     ``SQLITE_NOMEM``, ``SQLITE_CORRUPT`` during the WAL write or its fsync): SQLite
@@ -613,7 +613,7 @@ class SQLiteStore:
         Raises CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when the row's
         record is not a valid record, whatever its bytes (not UTF-8, not JSON, too deep,
         not an object, a record that does not validate): see
-        :func:`~tool_execution_checkpoint.store.decode_stored`. The row was written by
+        :func:`~tool_execution_checkpoint.stores.decode_stored`. The row was written by
         something else than this store; the error names no value."""
         if key is not self._checked_key:
             check_key(key)
@@ -644,7 +644,7 @@ class SQLiteStore:
         A row whose columns cannot place it (its status column is no status, its
         ``updated_us`` no integer, or another column is not what this store writes) is
         listed by its record's own status and time instead; when that record is not a
-        valid record either, it is a :class:`~tool_execution_checkpoint.store.BrokenRecord`
+        valid record either, it is a :class:`~tool_execution_checkpoint.stores.BrokenRecord`
         in every listing. A row whose columns are sound but whose record is broken is
         listed by its columns: ``get`` then raises INVALID_CHECKPOINT for it.
 
@@ -808,7 +808,7 @@ def _summary(row: Sequence[object]) -> RecordSummary | None:
 
 class AsyncSQLiteStore:
     """The asyncio twin of :class:`SQLiteStore` (an
-    :class:`~tool_execution_checkpoint.store.AsyncCheckpointStore` with
+    :class:`~tool_execution_checkpoint.stores.AsyncCheckpointStore` with
     ``list_records``), with the same arguments, contract and errors.
 
     Every operation runs on the store's own worker thread, one at a time, so the event

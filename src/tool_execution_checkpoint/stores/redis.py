@@ -48,7 +48,7 @@ record and moves the key between the per-status indexes. A script that does not 
 success changed nothing. Reads are one HGET (then an EXISTS and a second HGET when it
 finds no record field: a hash without one is a broken record, not an absent one), or
 one read-only script for listings. Every record read goes through
-:func:`~tool_execution_checkpoint.store.decode_stored`.
+:func:`~tool_execution_checkpoint.stores.decode_stored`.
 
 Round trips: create 1, get 1, CAS 1 (plus SCRIPT LOAD and a second EVALSHA once after
 the server lost its script cache: a restart, a failover or SCRIPT FLUSH; plus one per
@@ -107,9 +107,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from .errors import CheckpointError, ErrorCode
-from .records import Checkpoint
-from .store import (
+from ..errors import CheckpointError, ErrorCode
+from ..records import Checkpoint
+from ..table import TABLE, Status
+from ..validation import check_identifier, timestamp_microseconds
+from .core import (
     BrokenRecord,
     OutcomeUnknownError,
     RecordSummary,
@@ -123,8 +125,6 @@ from .store import (
     check_swap,
     decode_stored,
 )
-from .table import TABLE, Status
-from .validation import check_identifier, timestamp_microseconds
 
 __all__ = [
     "CLUSTER_SHARDS",
@@ -182,7 +182,7 @@ OnWeak = Literal["raise", "warn", "ignore"]
 
 class RedisStoreError(StoreError):
     """A Redis store operation failed: the base of the store's errors, each of which is
-    also in one category of :class:`~tool_execution_checkpoint.store.StoreError`."""
+    also in one category of :class:`~tool_execution_checkpoint.stores.StoreError`."""
 
 
 class RedisUnavailableError(RedisStoreError, StoreUnavailableError):
@@ -823,7 +823,7 @@ class _Layout:
 
 
 def _parse_record(reply: object) -> Mapping[str, Any]:
-    """The record a HGET read (see :func:`~tool_execution_checkpoint.store.decode_stored`)."""
+    """The record a HGET read (see :func:`~tool_execution_checkpoint.stores.decode_stored`)."""
     if not isinstance(reply, bytes):
         raise RedisReplyError("the Redis server gave a reply the store does not understand")
     return decode_stored(reply).mapping
@@ -1291,7 +1291,7 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
     client the store built.
 
     Contract: ``create_if_absent``, ``get`` and ``compare_and_swap`` as in
-    :class:`~tool_execution_checkpoint.store.CheckpointStore`; each write is one atomic
+    :class:`~tool_execution_checkpoint.stores.CheckpointStore`; each write is one atomic
     Lua script (EVALSHA). Bad arguments raise :class:`CheckpointError`
     (INVALID_ARGUMENT); every failure to talk to Redis raises a :class:`StoreError`
     subclass whose message names what to fix and never shows a payload or a password:
@@ -1384,7 +1384,7 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
 
         Raises CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when the hash
         has no record field or its record is not a valid record (see
-        :func:`~tool_execution_checkpoint.store.decode_stored`)."""
+        :func:`~tool_execution_checkpoint.stores.decode_stored`)."""
         return self._run(self._layout.get(key))
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:

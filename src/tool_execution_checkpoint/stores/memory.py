@@ -12,9 +12,10 @@ import threading
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Self
 
-from .errors import CheckpointError, ErrorCode
-from .records import Checkpoint
-from .store import (
+from ..errors import CheckpointError, ErrorCode
+from ..records import Checkpoint
+from ..table import Status
+from .core import (
     BrokenRecord,
     RecordSummary,
     check_create,
@@ -23,13 +24,12 @@ from .store import (
     check_swap,
     decode_stored,
 )
-from .table import Status
 
 __all__ = ["MemoryStore", "open_url"]
 
 
 class MemoryStore:
-    """A :class:`~tool_execution_checkpoint.store.CheckpointStore` in a dict, under a lock."""
+    """A :class:`~tool_execution_checkpoint.stores.CheckpointStore` in a dict, under a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -52,7 +52,7 @@ class MemoryStore:
 
         Raises CheckpointError INVALID_CHECKPOINT when the text kept is not a valid
         record (only a test that writes ``_texts`` itself can make one): see
-        :func:`~tool_execution_checkpoint.store.decode_stored`."""
+        :func:`~tool_execution_checkpoint.stores.decode_stored`."""
         check_key(key)
         with self._lock:
             text = self._texts.get(key)
@@ -79,7 +79,7 @@ class MemoryStore:
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records`. The store has no index apart
         from the records, so a text that is not a valid record is a
-        :class:`~tool_execution_checkpoint.store.BrokenRecord` in every listing."""
+        :class:`~tool_execution_checkpoint.stores.BrokenRecord` in every listing."""
         listing = check_listing(statuses, updated_before_us, after_key, limit)
         with self._lock:
             texts = sorted(self._texts.items())

@@ -18,7 +18,7 @@ written, and JSONB normalises numbers (``1e308`` comes back as a 309-digit integ
 ``-0.0`` as ``0.0``) and drops duplicate keys. The key is compared in the "C" collation so
 that key order is Python's code-point order, as in :class:`~.memory.MemoryStore`.
 
-The contract (see :mod:`tool_execution_checkpoint.store`):
+The contract (see :mod:`tool_execution_checkpoint.stores`):
 
 - ``create_if_absent`` is one ``INSERT ... ON CONFLICT (key) DO NOTHING``; it inserted
   exactly when the row count is 1.
@@ -74,9 +74,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from .errors import CheckpointError, ErrorCode
-from .records import Checkpoint
-from .store import (
+from ..errors import CheckpointError, ErrorCode
+from ..records import Checkpoint
+from ..table import TABLE, Status
+from ..validation import timestamp_microseconds
+from .core import (
     BrokenRecord,
     Listing,
     OutcomeUnknownError,
@@ -91,8 +93,6 @@ from .store import (
     check_swap,
     decode_stored,
 )
-from .table import TABLE, Status
-from .validation import timestamp_microseconds
 
 __all__ = [
     "LAYOUT",
@@ -131,7 +131,7 @@ _Operation = Literal["create", "get", "compare-and-swap", "list"]
 
 class PostgresStoreError(StoreError):
     """A PostgreSQL store operation failed: the base of the store's errors, each of which
-    is also in one category of :class:`~tool_execution_checkpoint.store.StoreError`.
+    is also in one category of :class:`~tool_execution_checkpoint.stores.StoreError`.
     Messages name the host, port, database, role and table, never the password, a
     payload or a server DETAIL line."""
 
@@ -767,7 +767,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
 
 
 class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
-    """An :class:`~tool_execution_checkpoint.store.OperableCheckpointStore` in a PostgreSQL
+    """An :class:`~tool_execution_checkpoint.stores.OperableCheckpointStore` in a PostgreSQL
     table, over a psycopg_pool :class:`~psycopg_pool.ConnectionPool`. Thread-safe.
 
     Args:
@@ -991,7 +991,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 UNSUPPORTED_SCHEMA) when the row's record is not a valid record: not
                 JSON, too deep, an integer past the digit limit, not an object (``null``
                 included), or an object that does not validate (see
-                :func:`~tool_execution_checkpoint.store.decode_stored`).
+                :func:`~tool_execution_checkpoint.stores.decode_stored`).
             PostgresStoreError: the read failed.
         """
         check_key(key)
@@ -1030,12 +1030,12 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for bad arguments (see
-                :func:`~tool_execution_checkpoint.store.check_listing`, which also
+                :func:`~tool_execution_checkpoint.stores.check_listing`, which also
                 bounds them as every store does).
             PostgresStoreError: the read failed.
 
         A stored record that is not valid is listed as a
-        :class:`~tool_execution_checkpoint.store.BrokenRecord` where its status and
+        :class:`~tool_execution_checkpoint.stores.BrokenRecord` where its status and
         updated_us columns place it; a row whose status column is no status is listed by
         its record's own status and time instead (a BrokenRecord in every listing when
         that record is not valid either). Neither stops nor hides anything. One round

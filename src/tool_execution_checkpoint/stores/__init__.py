@@ -1,0 +1,83 @@
+"""The stores: one contract core, and the stores built on it.
+
+- :mod:`.core`: the storage contract as code (the protocols, the one decoder of stored
+  text, the argument and listing checks every store applies, and the error taxonomy every
+  store's errors subclass). Everything below is held to it by
+  :mod:`tool_execution_checkpoint.testing`.
+- :mod:`.memory`: :class:`MemoryStore`, the in-process model every store is checked
+  against (not durable).
+- :mod:`.sqlite`: :class:`SQLiteStore`, the embedded default.
+- :mod:`.postgres` and :mod:`.redis`: the stores for a fleet, behind the ``postgres`` and
+  ``redis`` extras; import them by module, so that psycopg and redis-py stay optional.
+- :mod:`.opening`: :func:`open_store`, which opens the store a URL names.
+
+This package re-exports the core, the two stores without extras and the opener.
+"""
+
+from .core import (
+    AsyncCheckpointStore,
+    BrokenRecord,
+    CheckpointStore,
+    ClosableStore,
+    Listing,
+    OperableCheckpointStore,
+    OutcomeUnknownError,
+    RecordSummary,
+    StoreConfigurationError,
+    StoredRecord,
+    StoreError,
+    StoreNotAppliedError,
+    StoreUnavailableError,
+    check_create,
+    check_key,
+    check_listing,
+    check_swap,
+    checkpoint_key,
+    decode_stored,
+)
+from .memory import MemoryStore
+from .opening import StoreScheme, open_store, register_store, store_options, url_scheme
+from .sqlite import (
+    AsyncSQLiteStore,
+    SQLiteBusyError,
+    SQLiteConfigurationError,
+    SQLiteNotAppliedError,
+    SQLiteOutcomeUnknownError,
+    SQLiteStore,
+    SQLiteStoreError,
+)
+
+__all__ = [
+    "AsyncCheckpointStore",
+    "AsyncSQLiteStore",
+    "BrokenRecord",
+    "CheckpointStore",
+    "ClosableStore",
+    "Listing",
+    "MemoryStore",
+    "OperableCheckpointStore",
+    "OutcomeUnknownError",
+    "RecordSummary",
+    "SQLiteBusyError",
+    "SQLiteConfigurationError",
+    "SQLiteNotAppliedError",
+    "SQLiteOutcomeUnknownError",
+    "SQLiteStore",
+    "SQLiteStoreError",
+    "StoreConfigurationError",
+    "StoreError",
+    "StoreNotAppliedError",
+    "StoreScheme",
+    "StoreUnavailableError",
+    "StoredRecord",
+    "check_create",
+    "check_key",
+    "check_listing",
+    "check_swap",
+    "checkpoint_key",
+    "decode_stored",
+    "open_store",
+    "register_store",
+    "store_options",
+    "url_scheme",
+]
