@@ -38,8 +38,6 @@ import importlib
 import json
 import os
 import re
-import secrets
-import shutil
 import sys
 import tempfile
 import unittest
@@ -47,7 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
@@ -68,8 +66,9 @@ from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .stores.core import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
 from .stores.opening import open_store as open_url_store
-from .stores.opening import store_options, url_scheme
-from .stores.sqlite import SQLiteStore, url_location
+from .stores.opening import scratch_space, store_options, url_scheme
+from .stores.scratch import ScratchSpace
+from .stores.sqlite import SQLiteStore
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason, timestamp_microseconds
 
@@ -613,184 +612,6 @@ missing rights), or the scratch space could not be removed (the message names it
 """
 
 
-class _Scratch:
-    """Fresh, empty stores inside the target a store URL names, and their removal."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.run = secrets.token_hex(4)
-        self.stores: list[Any] = []
-
-    def describe(self) -> str:
-        """What each store gets and what is removed at the end (no password)."""
-        raise NotImplementedError
-
-    def location(self, number: int) -> tuple[str, dict[str, Any]]:
-        """The URL and options that open store ``number`` (worker processes open it)."""
-        raise NotImplementedError
-
-    def _open(self, number: int) -> Any:
-        raise NotImplementedError
-
-    def _remove(self) -> str:
-        """Remove every store's space; return what was removed, or raise StoreError."""
-        raise NotImplementedError
-
-    def make_store(self) -> Any:
-        """A new store in a space of its own, empty."""
-        store = self._open(len(self.stores) + 1)
-        self.stores.append(store)
-        return store
-
-    def remove(self) -> str:
-        """Close every store still open, then remove their spaces; return what was
-        removed. Raises StoreError when something could not be removed."""
-        if not self.stores:
-            return "nothing to remove"
-        for store in self.stores:
-            store.close()
-        return self._remove()
-
-
-class _SQLiteScratch(_Scratch):
-    """A new directory beside the URL's file, one new file per store."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.parent = url_location(url)[0].parent
-        self.query = urlsplit(url).query
-        self.directory: Path | None = None
-
-    def describe(self) -> str:
-        return (
-            f"each check gets a new SQLite file in a new directory {self.parent}/"
-            f".tec-check-XXXXXXXX, deleted afterwards"
-        )
-
-    def _open(self, number: int) -> Any:
-        if self.directory is None:
-            try:
-                self.directory = Path(tempfile.mkdtemp(prefix=".tec-check-", dir=self.parent))
-            except OSError as error:
-                raise StoreError(
-                    f"cannot create a directory in {self.parent}: {error.strerror}; "
-                    f"the directory must exist and be writable"
-                ) from None
-        return open_url_store(self.location(number)[0])
-
-    def location(self, number: int) -> tuple[str, dict[str, Any]]:
-        assert self.directory is not None
-        path = quote(str(self.directory / f"check-{number}.db"))
-        return f"sqlite://{path}" + (f"?{self.query}" if self.query else ""), {}
-
-    def _remove(self) -> str:
-        if self.directory is None:
-            return "nothing to remove"
-        try:
-            shutil.rmtree(self.directory)
-        except OSError as error:
-            raise StoreError(
-                f"could not delete the directory {self.directory} ({error.strerror}): "
-                f"delete it by hand"
-            ) from None
-        return f"deleted the directory {self.directory}"
-
-
-class _PostgresScratch(_Scratch):
-    """A new table per store, in the schema given (public by default)."""
-
-    def __init__(self, url: str, schema: str) -> None:
-        super().__init__(url)
-        self.schema = schema
-
-    def describe(self) -> str:
-        return (
-            f"each check gets a new table {self.schema}.tec_check_{self.run}_N, dropped afterwards"
-        )
-
-    def _open(self, number: int) -> Any:
-        return open_url_store(self.url, **self.location(number)[1])  # made: its own space
-
-    def location(self, number: int) -> tuple[str, dict[str, Any]]:
-        return self.url, {"schema": self.schema, "table": f"tec_check_{self.run}_{number}"}
-
-    def _remove(self) -> str:
-        psycopg = importlib.import_module("psycopg")
-        sql = importlib.import_module("psycopg.sql")
-        tables = [f"tec_check_{self.run}_{number}" for number in range(1, len(self.stores) + 1)]
-        failure: str | None = None
-        try:
-            with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as connection:
-                for table in tables:
-                    name = sql.Identifier(self.schema, table)
-                    connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
-        except psycopg.Error as error:  # its text may quote the URL: not kept as a context
-            failure = f"{type(error).__name__}, SQLSTATE {error.sqlstate or 'none'}"
-        if failure is not None:
-            raise StoreError(
-                f"could not drop the {len(tables)} tables {self.schema}.tec_check_{self.run}_N "
-                f"({failure}): drop them by hand"
-            )
-        return f"dropped the {len(tables)} tables {self.schema}.tec_check_{self.run}_N"
-
-
-class _RedisScratch(_Scratch):
-    """A new key prefix per store."""
-
-    def describe(self) -> str:
-        return (
-            f"each check gets a new key prefix tec-check-{self.run}-N:, its keys deleted afterwards"
-        )
-
-    def _open(self, number: int) -> Any:
-        return open_url_store(self.url, **self.location(number)[1])  # made: its own space
-
-    def location(self, number: int) -> tuple[str, dict[str, Any]]:
-        return self.url, {"prefix": f"tec-check-{self.run}-{number}:"}
-
-    def _remove(self) -> str:
-        redis = importlib.import_module("redis")
-        pattern = f"tec-check-{self.run}-*"
-        removed = 0
-        failure: str | None = None
-        try:
-            client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
-            try:
-                batch: list[bytes] = []
-                for key in client.scan_iter(match=pattern, count=1000):
-                    batch.append(key)
-                    if len(batch) == 500:
-                        removed += client.unlink(*batch)
-                        batch = []
-                if batch:
-                    removed += client.unlink(*batch)
-            finally:
-                client.close()
-        except (redis.RedisError, ValueError) as error:  # not kept as a context: it may
-            failure = type(error).__name__  # quote the URL
-        if failure is not None:
-            raise StoreError(
-                f"could not delete the keys matching {pattern} ({failure}): delete them by hand"
-            )
-        return f"deleted {removed} keys matching {pattern}"
-
-
-def _scratch_for(url: str, schema: str | None) -> _Scratch:
-    scheme = url_scheme(url)
-    if scheme == "sqlite":
-        return _SQLiteScratch(url)
-    if scheme in ("postgresql", "postgres"):
-        return _PostgresScratch(url, "public" if schema is None else schema)
-    if scheme in ("redis", "rediss", "unix"):
-        return _RedisScratch(url)
-    if scheme in ("redis+cluster", "rediss+cluster"):
-        raise _UsageError(
-            "check-store does not take a Redis Cluster URL yet (its clean-up scans one "
-            "server): check a single Redis server, or run the conformance suite on the cluster"
-        )
-    raise _UsageError(_NOT_A_URL)
-
-
 def _testing() -> Any:
     try:
         return importlib.import_module(f"{__package__}.testing")
@@ -863,7 +684,7 @@ STORM_FACTORY = "tool_execution_checkpoint.testing.processes:url_store"
 """The factory check-store's storm workers open the store's URL with."""
 
 
-def _storm(scratch: _Scratch) -> None:
+def _storm(scratch: ScratchSpace) -> None:
     """The kill storm at its defaults on one more fresh store of ``scratch``, which every
     worker process opens by its URL; AssertionError naming the first problem, if any."""
     processes = importlib.import_module(f"{__package__}.testing.processes")
@@ -880,7 +701,7 @@ def _storm(scratch: _Scratch) -> None:
 
 def _check_url(url: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
     _testing()
-    scratch = _scratch_for(url, schema)
+    scratch = scratch_space(url, **({} if schema is None else {"schema": schema}))
     reached = False
     try:
         probe = scratch.make_store()  # a URL the store cannot parse fails here (exit 2)

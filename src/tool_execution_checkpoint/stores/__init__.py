@@ -9,7 +9,9 @@
 - :mod:`.sqlite`: :class:`SQLiteStore`, the embedded default.
 - :mod:`.postgres` and :mod:`.redis`: the stores for a fleet, behind the ``postgres`` and
   ``redis`` extras; import them by module, so that psycopg and redis-py stay optional.
-- :mod:`.opening`: :func:`open_store`, which opens the store a URL names.
+- :mod:`.opening`: :func:`open_store`, which opens the store a URL names, and
+  :func:`scratch_space`, which makes fresh stores inside it (:mod:`.scratch`; each store
+  defines its own next to its code).
 
 This package re-exports the core, the two stores without extras and the opener.
 """
@@ -36,13 +38,22 @@ from .core import (
     decode_stored,
 )
 from .memory import MemoryStore
-from .opening import StoreScheme, open_store, register_store, store_options, url_scheme
+from .opening import (
+    StoreScheme,
+    open_store,
+    register_store,
+    scratch_space,
+    store_options,
+    url_scheme,
+)
+from .scratch import ScratchSpace
 from .sqlite import (
     AsyncSQLiteStore,
     SQLiteBusyError,
     SQLiteConfigurationError,
     SQLiteNotAppliedError,
     SQLiteOutcomeUnknownError,
+    SQLiteScratch,
     SQLiteStore,
     SQLiteStoreError,
 )
@@ -62,8 +73,10 @@ __all__ = [
     "SQLiteConfigurationError",
     "SQLiteNotAppliedError",
     "SQLiteOutcomeUnknownError",
+    "SQLiteScratch",
     "SQLiteStore",
     "SQLiteStoreError",
+    "ScratchSpace",
     "StoreConfigurationError",
     "StoreError",
     "StoreNotAppliedError",
@@ -78,6 +91,7 @@ __all__ = [
     "decode_stored",
     "open_store",
     "register_store",
+    "scratch_space",
     "store_options",
     "url_scheme",
 ]

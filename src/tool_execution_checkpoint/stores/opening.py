@@ -25,12 +25,22 @@ import re
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import CheckpointError, ErrorCode
 from .core import ClosableStore
 
-__all__ = ["StoreScheme", "open_store", "register_store", "store_options", "url_scheme"]
+if TYPE_CHECKING:
+    from .scratch import ScratchSpace
+
+__all__ = [
+    "StoreScheme",
+    "open_store",
+    "register_store",
+    "scratch_space",
+    "store_options",
+    "url_scheme",
+]
 
 Opener = Callable[..., Any]
 """An opener: ``opener(url, **options)`` returns a store (an operable one, with
@@ -67,31 +77,52 @@ class StoreScheme:
         url_error: The import path of the exception class the opener raises for a URL it
             cannot use; :func:`open_store` raises CheckpointError INVALID_ARGUMENT
             instead, so that no message or context shows the URL. None if there is none.
+        scratch: The store's :class:`~.scratch.ScratchSpace` class, or its import path:
+            ``scratch(url, **options)`` makes fresh, empty stores inside the URL's target
+            (``tool-checkpoint check-store URL``). None if the store has none.
     """
 
     opener: str | Opener
     options: frozenset[str] | None = None
     extra: str | None = None
     url_error: str | None = None
+    scratch: str | Callable[..., ScratchSpace] | None = None
 
 
 def _builtin(
-    path: str, options: Collection[str], extra: str | None = None, url_error: str | None = None
+    path: str,
+    options: Collection[str],
+    extra: str | None = None,
+    url_error: str | None = None,
+    scratch: str | None = None,
 ) -> StoreScheme:
-    return StoreScheme(f"{_PACKAGE}.{path}", frozenset(options), extra, url_error)
+    return StoreScheme(
+        f"{_PACKAGE}.{path}",
+        frozenset(options),
+        extra,
+        url_error and f"{_PACKAGE}.{url_error}",
+        scratch and f"{_PACKAGE}.{scratch}",
+    )
 
 
 _SCHEMES: dict[str, StoreScheme] = {
     "memory": _builtin("memory:open_url", ()),
-    "sqlite": _builtin("sqlite:open_url", ("busy_timeout", "create")),
-    "postgresql": _builtin("postgres:open_url", _POSTGRES_OPTIONS, "postgres"),
-    "postgres": _builtin("postgres:open_url", _POSTGRES_OPTIONS, "postgres"),
+    "sqlite": _builtin(
+        "sqlite:open_url", ("busy_timeout", "create"), scratch="sqlite:SQLiteScratch"
+    ),
+    **{
+        scheme: _builtin(
+            "postgres:open_url", _POSTGRES_OPTIONS, "postgres", scratch="postgres:PostgresScratch"
+        )
+        for scheme in ("postgresql", "postgres")
+    },
     **{
         scheme: _builtin(
             "redis:RedisStore.from_url",
             ("prefix", "socket_timeout", "connect_timeout"),
             "redis",
-            f"{_PACKAGE}.redis:RedisConfigurationError",
+            "redis:RedisConfigurationError",
+            "redis:RedisScratch",
         )
         for scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
     },
@@ -110,9 +141,11 @@ def register_store(
     options: Collection[str] | None = None,
     extra: str | None = None,
     url_error: str | None = None,
+    scratch: str | Callable[..., ScratchSpace] | None = None,
 ) -> None:
-    """Make :func:`open_store` open URLs of ``scheme`` with ``opener`` (see
-    :class:`StoreScheme` for the arguments); a scheme registered before is replaced.
+    """Make :func:`open_store` open URLs of ``scheme`` with ``opener``, and
+    :func:`scratch_space` make scratch stores with ``scratch`` (see :class:`StoreScheme`
+    for the arguments); a scheme registered before is replaced.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for a scheme that is not a URL scheme (a letter,
@@ -125,7 +158,7 @@ def register_store(
         raise _refuse("opener", "must be callable or a module:attribute import path")
     chosen = None if options is None else frozenset(options)
     with _LOCK:
-        _SCHEMES[scheme.lower()] = StoreScheme(opener, chosen, extra, url_error)
+        _SCHEMES[scheme.lower()] = StoreScheme(opener, chosen, extra, url_error, scratch)
 
 
 def url_scheme(url: object) -> str | None:
@@ -232,3 +265,25 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> ClosableStor
     except refused:  # its message or context may quote the URL: not kept as a context
         pass
     raise _refuse("url", "is not a URL this store can use (not shown: it may hold a password)")
+
+
+def scratch_space(url: str, **options: Any) -> ScratchSpace:
+    """The :class:`~.scratch.ScratchSpace` of the store ``url`` names, by its scheme: fresh,
+    empty stores inside the URL's target, each in a space of its own, removed by
+    ``remove()``; the records already under the URL are never read or written.
+
+    Args:
+        url: The store's URL; never shown in a message.
+        options: Where the spaces go, for a store that takes it (``schema`` on
+            PostgreSQL; the default is ``public``).
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL whose
+            scheme no store registered, whose store has no scratch space or does not take
+            the URL, or a store whose optional extra is not installed.
+    """
+    entry = _scheme_of(url)
+    if entry.scratch is None:
+        raise _refuse("url", "names a store that has no scratch space (check it by a factory)")
+    made = entry.scratch if callable(entry.scratch) else _load(entry.scratch, entry.extra)
+    return cast("ScratchSpace", made(url, **options))

@@ -125,6 +125,8 @@ from .core import (
     check_swap,
     decode_stored,
 )
+from .opening import url_scheme
+from .scratch import ScratchSpace
 
 __all__ = [
     "CLUSTER_SHARDS",
@@ -139,6 +141,7 @@ __all__ = [
     "RedisDurabilityWarning",
     "RedisOutcomeUnknownError",
     "RedisReplyError",
+    "RedisScratch",
     "RedisStore",
     "RedisStoreError",
     "RedisUnavailableError",
@@ -1916,3 +1919,66 @@ async def _async_exchange(connection: _AsyncConnection, request: _Request) -> ob
     await connection.read_response(disable_decoding=True)
     await connection.send_command(*request.args)
     return await connection.read_response(disable_decoding=True)
+
+
+class RedisScratch(ScratchSpace):
+    """Scratch stores for a ``redis:``, ``rediss:`` or ``unix:`` URL: one new key prefix
+    per store, ``tec-check-RUN-N:``, and every key matching ``tec-check-RUN-*`` deleted at
+    the end (SCAN, then UNLINK); the store's Lua scripts stay in the server's script cache.
+    The keys under the URL's own prefix are never read or written. Not for a Redis Cluster
+    (its clean-up scans one server).
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT for a Redis Cluster URL.
+    """
+
+    def __init__(self, url: str) -> None:
+        if url_scheme(url) in _CLUSTER_SCHEMES:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "check-store does not take a Redis Cluster URL yet (its clean-up scans one "
+                "server): check a single Redis server, or run the conformance suite on the "
+                "cluster",
+                field="url",
+            )
+        super().__init__(url)
+
+    def describe(self) -> str:
+        """Which key prefixes are used and deleted."""
+        return (
+            f"each check gets a new key prefix tec-check-{self.run}-N:, its keys deleted afterwards"
+        )
+
+    def location(self, number: int) -> tuple[str, dict[str, Any]]:
+        """The URL, with the key prefix of store ``number``."""
+        return self.url, {"prefix": f"tec-check-{self.run}-{number}:"}
+
+    def _remove(self) -> str:
+        pattern = f"tec-check-{self.run}-*"
+        removed = 0
+        failure: str | None = None
+        code: str | None = None
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
+            try:
+                batch: list[bytes] = []
+                for key in client.scan_iter(match=pattern, count=1000):
+                    batch.append(key)
+                    if len(batch) == 500:
+                        removed += client.unlink(*batch)
+                        batch = []
+                if batch:
+                    removed += client.unlink(*batch)
+            finally:
+                client.close()
+        except (redis.RedisError, ValueError) as error:  # not kept as a context: it may
+            failure = type(error).__name__  # quote the URL
+            code = _error_code(error) if isinstance(error, ResponseError) else None
+        if failure is not None:
+            message = (
+                f"could not delete the keys matching {pattern} ({failure}): delete them by hand"
+            )
+            if code is not None:
+                raise RedisCommandError(message, code)
+            raise RedisUnavailableError(message)
+        return f"deleted {removed} keys matching {pattern}"
