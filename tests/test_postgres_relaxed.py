@@ -54,6 +54,7 @@ from tool_execution_checkpoint import (
     prune_result,
     release_delivery,
 )
+from tool_execution_checkpoint.stores import postgres
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore, open_url
 from tool_execution_checkpoint.table import TABLE
 from tool_execution_checkpoint.testing.conformance import leaks
@@ -571,13 +572,18 @@ def test_from_url_and_open_url_take_the_option(quiet_server: PostgresServer) -> 
             open_url(quiet_server.url, synchronous_delivered=synchronous_delivered),
         ):
             with opened as store:
-                query, _ = store._swap(*_relaxed_swap())
-                assert (RELAX.encode() in query) is not synchronous_delivered
+                assert (RELAX.encode() in _swap_query(store)) is not synchronous_delivered
         async_store = AsyncPostgresStore.from_url(
             quiet_server.url, synchronous_delivered=synchronous_delivered
         )
-        query, _ = async_store._swap(*_relaxed_swap())
-        assert (RELAX.encode() in query) is not synchronous_delivered
+        assert (RELAX.encode() in _swap_query(async_store)) is not synchronous_delivered
+
+
+def _swap_query(store: PostgresStore | AsyncPostgresStore) -> bytes:
+    """The statement a compare-and-swap would send (its exchange's first request)."""
+    request = next(store._swapping(*_relaxed_swap()))
+    assert isinstance(request, postgres._Statement)
+    return request.query
 
 
 def _relaxed_swap() -> tuple[str, int, Checkpoint]:

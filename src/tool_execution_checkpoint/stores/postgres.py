@@ -58,16 +58,17 @@ line (which may quote values). Bad arguments, table names included, raise
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import math
 import re
 import select
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from time import monotonic
-from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 import psycopg
 from psycopg import sql
@@ -126,6 +127,48 @@ _RELAX = " AND set_config('synchronous_commit', 'off', true) = 'off'"
 """The condition that makes a compare-and-swap commit asynchronously (see _Sql)."""
 
 _Operation = Literal["create", "get", "compare-and-swap", "list"]
+_T = TypeVar("_T")
+
+
+# --- the exchanges: each operation's statements and judgments, written once --------------
+#
+# Every operation, and the setup at first use, is a generator that yields the requests it
+# needs sent and is sent back each one's answer; it decides everything itself (what to
+# send next, what the answers mean). PostgresStore drives it with psycopg's blocking
+# calls and AsyncPostgresStore with its coroutines: the two drivers own only the I/O
+# (connections, autocommit, transactions, turning psycopg's errors into the store's).
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """One statement of an operation, sent on one pooled connection in one round trip;
+    answered with its row count for a write, or its rows for a read."""
+
+    operation: _Operation
+    query: bytes
+    params: tuple[Any, ...]
+    write: bool
+
+
+class _Ready:
+    """The request to set the table up if that has not been done; answered with None."""
+
+
+_READY = _Ready()
+
+
+@dataclass(frozen=True, slots=True)
+class _SetupStep:
+    """Statements of the setup, sent in order on the setup's one connection, in one
+    transaction when ``transaction``; answered with the last one's rows."""
+
+    statements: tuple[tuple[bytes, tuple[Any, ...] | None], ...]
+    transaction: bool
+
+
+_Answer = tuple[int, list[Any]] | None
+_Exchange = Generator[_Statement | _Ready, _Answer, _T]
+_Setup = Generator[_SetupStep, list[Any], None]
 
 
 # --- errors ----------------------------------------------------------------------------
@@ -754,11 +797,72 @@ class _PostgresStoreBase(Generic[_PoolT]):
             options["create_table"] = False
         return cls(url, **options)
 
-    def _swap(
-        self, key: str, expected_revision: int, record: Checkpoint
-    ) -> tuple[bytes, tuple[Any, ...]]:
-        """The statement and parameters of ``compare_and_swap``, for both stores."""
-        return _swap_statement(self._sql, key, expected_revision, record, relax=self._relax)
+    def _creating(self, key: str, record: Checkpoint) -> _Exchange[bool]:
+        params = _create_params(key, record)
+        answer = yield _Statement("create", self._sql.insert, params, True)
+        assert answer is not None
+        return answer[0] == 1
+
+    def _getting(self, key: str) -> _Exchange[Mapping[str, Any] | None]:
+        check_key(key)
+        answer = yield _Statement("get", self._sql.select, (key,), False)
+        assert answer is not None
+        return _decoded(answer[1])
+
+    def _swapping(self, key: str, expected_revision: int, record: Checkpoint) -> _Exchange[bool]:
+        query, params = _swap_statement(
+            self._sql, key, expected_revision, record, relax=self._relax
+        )
+        answer = yield _Statement("compare-and-swap", query, params, True)
+        assert answer is not None
+        return answer[0] == 1
+
+    def _listing(
+        self,
+        statuses: Collection[Status],
+        updated_before_us: int | None,
+        after_key: str | None,
+        limit: int,
+    ) -> _Exchange[list[RecordSummary | BrokenRecord]]:
+        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        if not listing.statuses:
+            return []
+        yield _READY  # the server's order of the statuses is read at setup
+        found: list[RecordSummary | BrokenRecord] = []
+        after = listing.after_key
+        while True:
+            remaining = listing.limit - len(found)
+            query, params = _list_query(self._sql, self._order, listing, after, remaining)
+            answer = yield _Statement("list", query, params, False)
+            assert answer is not None
+            lines, cut = _page(answer[1], listing, remaining)
+            found += lines[:remaining]
+            if cut is None or len(found) == listing.limit:
+                return found
+            after = cut
+
+    def _setting_up(self) -> _Setup:
+        """Check the server and the table, creating the table if it is missing and the
+        store may; raises PostgresConfigurationError saying what to fix."""
+        inspect = (self._sql.inspect, (_STATUSES, self._sql.schema, self._sql.qualified_text))
+        lock = (self._sql.lock, (self._sql.lock_id,))
+        inspection = _Inspection.of((yield _SetupStep((inspect,), False))[0])
+        if _maybe_being_created(inspection):
+            inspection = _Inspection.of((yield _SetupStep((lock, inspect), True))[0])
+        create = _judge(inspection, self._sql, durable=self._durable, create=self._create_table)
+        self._order = list(inspection.status_order)
+        if create:
+            creation: list[tuple[bytes, tuple[Any, ...] | None]] = [lock]
+            creation += [(statement, None) for statement in self._sql.ddl_bytes]
+            yield _SetupStep(tuple(creation), True)
+            created = _Inspection.of((yield _SetupStep((inspect,), False))[0])
+            _judge(created, self._sql, durable=self._durable, create=False)
+
+    def _setup_failure(self, error: psycopg.Error) -> PostgresNotAppliedError:
+        return PostgresNotAppliedError(
+            f"setting up the table {self._sql.schema}.{self._sql.table} failed "
+            f"({_server_refusal(error)}); nothing was written"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(table={self._sql.schema}.{self._sql.table})"
@@ -908,49 +1012,41 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                     self._release(connection)
             self._ready = True
 
-    def _inspect(self, connection: psycopg.Connection[Any]) -> _Inspection:
-        row = connection.execute(
-            self._sql.inspect, (_STATUSES, self._sql.schema, self._sql.qualified_text)
-        ).fetchone()
-        assert row is not None
-        return _Inspection.of(row)
-
     def _set_up(self, connection: psycopg.Connection[Any]) -> None:
+        setup = self._setting_up()
         try:
-            inspection = self._inspect(connection)
-            if _maybe_being_created(inspection):
-                with connection.transaction():
-                    connection.execute(self._sql.lock, (self._sql.lock_id,))
-                    inspection = self._inspect(connection)
-            create = _judge(
-                inspection,
-                self._sql,
-                durable=self._durable,
-                create=self._create_table,
-            )
-            self._order = list(inspection.status_order)
-            if create:
-                with connection.transaction():
-                    connection.execute(self._sql.lock, (self._sql.lock_id,))
-                    for statement in self._sql.ddl_bytes:
-                        connection.execute(statement)
-                _judge(self._inspect(connection), self._sql, durable=self._durable, create=False)
-        except psycopg.Error as error:
-            refusal = _server_refusal(error)
-        else:
+            step = next(setup)
+            while True:
+                with connection.transaction() if step.transaction else contextlib.nullcontext():
+                    for query, params in step.statements:
+                        cursor = connection.execute(query, params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+                step = setup.send(rows)
+        except StopIteration:
             return
-        # Raised outside the except: the server's error (its DETAIL may quote a value) is
-        # not kept as the context.
-        raise PostgresNotAppliedError(
-            f"setting up the table {self._sql.schema}.{self._sql.table} failed "
-            f"({refusal}); nothing was written"
-        )
+        except psycopg.Error as error:
+            failure = self._setup_failure(error)
+        raise failure  # outside the except: the server's error (its DETAIL may quote a
+        # value) is not kept as the context
 
     # --- the operations ---------------------------------------------------------------------
 
-    def _execute(
-        self, operation: _Operation, query: bytes, params: tuple[Any, ...], *, write: bool
-    ) -> tuple[int, list[Any]]:
+    def _run(self, exchange: _Exchange[_T]) -> _T:
+        """Drive an operation's exchange to its result."""
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(self._send(request))
+        except StopIteration as done:
+            return cast(_T, done.value)
+
+    def _send(self, request: _Statement | _Ready) -> _Answer:
+        if isinstance(request, _Ready):
+            self._ensure_ready()
+            return None
+        return self._execute(request)
+
+    def _execute(self, statement: _Statement) -> tuple[int, list[Any]]:
         """Send one statement on one pooled connection: one round trip. Return the row
         count of a write, or the rows of a read."""
         if self._closed:
@@ -961,10 +1057,10 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 connection.autocommit = True
-            cursor = connection.execute(query, params, prepare=False)
-            return cursor.rowcount, [] if write else cursor.fetchall()
+            cursor = connection.execute(statement.query, statement.params, prepare=False)
+            return cursor.rowcount, [] if statement.write else cursor.fetchall()
         except psycopg.Error as error:
-            failure = _operation_failure(error, operation, write=write)
+            failure = _operation_failure(error, statement.operation, write=statement.write)
         finally:
             if borrowed_without_autocommit and _idle(connection):
                 connection.autocommit = False
@@ -980,9 +1076,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             PostgresOutcomeUnknownError: the INSERT was sent and its outcome is unknown.
             PostgresStoreError: any other: it failed and was not applied.
         """
-        params = _create_params(key, record)
-        count, _ = self._execute("create", self._sql.insert, params, write=True)
-        return count == 1
+        return self._run(self._creating(key, record))
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Return a fresh mapping of the record stored under ``key`` (exactly the JSON
@@ -996,9 +1090,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 :func:`~tool_execution_checkpoint.stores.decode_stored`).
             PostgresStoreError: the read failed.
         """
-        check_key(key)
-        _, rows = self._execute("get", self._sql.select, (key,), write=False)
-        return _decoded(rows)
+        return self._run(self._getting(key))
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the row under ``key`` with ``record`` if its revision is still
@@ -1013,9 +1105,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
                 read back.
             PostgresStoreError: any other: it failed and was not applied.
         """
-        query, params = self._swap(key, expected_revision, record)
-        count, _ = self._execute("compare-and-swap", query, params, write=True)
-        return count == 1
+        return self._run(self._swapping(key, expected_revision, record))
 
     def list_records(
         self,
@@ -1043,21 +1133,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         that record is not valid either). Neither stops nor hides anything. One round
         trip per page (another only when a page of rows the listing skips filled it).
         """
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
-        if not listing.statuses:
-            return []
-        self._ensure_ready()  # the server's order of the statuses is read there
-        found: list[RecordSummary | BrokenRecord] = []
-        after = listing.after_key
-        while True:
-            remaining = listing.limit - len(found)
-            query, params = _list_query(self._sql, self._order, listing, after, remaining)
-            _, rows = self._execute("list", query, params, write=False)
-            lines, cut = _page(rows, listing, remaining)
-            found += lines[:remaining]
-            if cut is None or len(found) == listing.limit:
-                return found
-            after = cut
+        return self._run(self._listing(statuses, updated_before_us, after_key, limit))
 
     def close(self) -> None:
         """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""
@@ -1182,52 +1258,42 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                     await self._pool.putconn(connection)
             self._ready = True
 
-    async def _inspect(self, connection: psycopg.AsyncConnection[Any]) -> _Inspection:
-        cursor = await connection.execute(
-            self._sql.inspect, (_STATUSES, self._sql.schema, self._sql.qualified_text)
-        )
-        row = await cursor.fetchone()
-        assert row is not None
-        return _Inspection.of(row)
-
     async def _set_up(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        setup = self._setting_up()
         try:
-            inspection = await self._inspect(connection)
-            if _maybe_being_created(inspection):
-                async with connection.transaction():
-                    await connection.execute(self._sql.lock, (self._sql.lock_id,))
-                    inspection = await self._inspect(connection)
-            create = _judge(
-                inspection,
-                self._sql,
-                durable=self._durable,
-                create=self._create_table,
-            )
-            self._order = list(inspection.status_order)
-            if create:
-                async with connection.transaction():
-                    await connection.execute(self._sql.lock, (self._sql.lock_id,))
-                    for statement in self._sql.ddl_bytes:
-                        await connection.execute(statement)
-                _judge(
-                    await self._inspect(connection), self._sql, durable=self._durable, create=False
-                )
-        except psycopg.Error as error:
-            refusal = _server_refusal(error)
-        else:
+            step = next(setup)
+            while True:
+                async with (
+                    connection.transaction() if step.transaction else contextlib.nullcontext()
+                ):
+                    for query, params in step.statements:
+                        cursor = await connection.execute(query, params)
+                rows = await cursor.fetchall() if cursor.description is not None else []
+                step = setup.send(rows)
+        except StopIteration:
             return
-        # Raised outside the except: the server's error (its DETAIL may quote a value) is
-        # not kept as the context.
-        raise PostgresNotAppliedError(
-            f"setting up the table {self._sql.schema}.{self._sql.table} failed "
-            f"({refusal}); nothing was written"
-        )
+        except psycopg.Error as error:
+            failure = self._setup_failure(error)
+        raise failure  # outside the except: the server's error is not kept as the context
 
     # --- the operations ---------------------------------------------------------------------
 
-    async def _execute(
-        self, operation: _Operation, query: bytes, params: tuple[Any, ...], *, write: bool
-    ) -> tuple[int, list[Any]]:
+    async def _run(self, exchange: _Exchange[_T]) -> _T:
+        """See :meth:`PostgresStore._run`."""
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(await self._send(request))
+        except StopIteration as done:
+            return cast(_T, done.value)
+
+    async def _send(self, request: _Statement | _Ready) -> _Answer:
+        if isinstance(request, _Ready):
+            await self._ensure_ready()
+            return None
+        return await self._execute(request)
+
+    async def _execute(self, statement: _Statement) -> tuple[int, list[Any]]:
         """See :meth:`PostgresStore._execute`."""
         if self._closed:
             raise _closed_error()
@@ -1237,10 +1303,10 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 await connection.set_autocommit(True)
-            cursor = await connection.execute(query, params, prepare=False)
-            return cursor.rowcount, [] if write else await cursor.fetchall()
+            cursor = await connection.execute(statement.query, statement.params, prepare=False)
+            return cursor.rowcount, [] if statement.write else await cursor.fetchall()
         except psycopg.Error as error:
-            failure = _operation_failure(error, operation, write=write)
+            failure = _operation_failure(error, statement.operation, write=statement.write)
         finally:
             if borrowed_without_autocommit and _idle(connection):
                 await connection.set_autocommit(False)
@@ -1249,21 +1315,15 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`PostgresStore.create_if_absent`."""
-        params = _create_params(key, record)
-        count, _ = await self._execute("create", self._sql.insert, params, write=True)
-        return count == 1
+        return await self._run(self._creating(key, record))
 
     async def get(self, key: str) -> Mapping[str, Any] | None:
         """See :meth:`PostgresStore.get`."""
-        check_key(key)
-        _, rows = await self._execute("get", self._sql.select, (key,), write=False)
-        return _decoded(rows)
+        return await self._run(self._getting(key))
 
     async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """See :meth:`PostgresStore.compare_and_swap`."""
-        query, params = self._swap(key, expected_revision, record)
-        count, _ = await self._execute("compare-and-swap", query, params, write=True)
-        return count == 1
+        return await self._run(self._swapping(key, expected_revision, record))
 
     async def list_records(
         self,
@@ -1274,21 +1334,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`PostgresStore.list_records`."""
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
-        if not listing.statuses:
-            return []
-        await self._ensure_ready()  # the server's order of the statuses is read there
-        found: list[RecordSummary | BrokenRecord] = []
-        after = listing.after_key
-        while True:
-            remaining = listing.limit - len(found)
-            query, params = _list_query(self._sql, self._order, listing, after, remaining)
-            _, rows = await self._execute("list", query, params, write=False)
-            lines, cut = _page(rows, listing, remaining)
-            found += lines[:remaining]
-            if cut is None or len(found) == listing.limit:
-                return found
-            after = cut
+        return await self._run(self._listing(statuses, updated_before_us, after_key, limit))
 
     async def aclose(self) -> None:
         """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""
