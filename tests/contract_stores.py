@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tool_execution_checkpoint import Checkpoint, CheckpointError, Status
+from tool_execution_checkpoint import Checkpoint, CheckpointError, ErrorCode, Status
 from tool_execution_checkpoint.stores import (
     BrokenRecord,
     RecordSummary,
@@ -312,6 +312,46 @@ class InclusiveCursorStore(TextDictStore):
             if len(found) == limit:
                 break
         return found
+
+
+class Int64BoundStore(TextDictStore):
+    """Broken: an age bound outside a BIGINT is refused (as a driver refuses to bind it)
+    where the contract lists every record older than it, as MemoryStore does."""
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        if type(updated_before_us) is int and not -(2**63) <= updated_before_us < 2**63:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT, "out of range", field="updated_before_us"
+            )
+        return super().list_records(
+            statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit
+        )
+
+
+class ZeroLimitStore(TextDictStore):
+    """Broken: a limit below 1 means "no limit" (as in SQL's LIMIT ALL habits) instead
+    of being refused."""
+
+    def list_records(
+        self,
+        statuses: Collection[Status],
+        *,
+        updated_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> list[RecordSummary]:
+        if type(limit) is int and limit < 1:
+            limit = 1_000
+        return super().list_records(
+            statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit
+        )
 
 
 # --- broken: tombstones -----------------------------------------------------------------

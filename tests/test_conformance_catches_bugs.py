@@ -20,6 +20,7 @@ from contract_stores import (
     DoubleNumbersStore,
     DroppingUtf8Store,
     InclusiveCursorStore,
+    Int64BoundStore,
     JsonFilesStore,
     KeyPrefixStore,
     LongKeyPrefixStore,
@@ -28,6 +29,7 @@ from contract_stores import (
     SweepingStore,
     ThreeByteUtf8Store,
     TruncatingStore,
+    ZeroLimitStore,
 )
 from test_conformance_catches_garbage import DecodingStore
 from tool_execution_checkpoint.testing import PROFILES, OperableStoreConformance
@@ -128,6 +130,16 @@ CAUGHT: dict[str, tuple[Callable[[], Any], str, str]] = {
         InclusiveCursorStore,
         "test_every_listing_filter_pages_like_the_model",
         "a record was listed on two pages",
+    ),
+    "listing refuses an age bound past 64 bits": (
+        Int64BoundStore,
+        "test_any_listing_query_answers_like_the_model",
+        r"list_records answered \(<ErrorCode.INVALID_ARGUMENT",
+    ),
+    "listing takes a limit below 1 as no limit": (
+        ZeroLimitStore,
+        "test_any_listing_query_answers_like_the_model",
+        r"list_records answered \[",
     ),
     "prune deletes the delivered record": (
         DeletingPruneStore,

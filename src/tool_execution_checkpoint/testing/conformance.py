@@ -603,6 +603,64 @@ class OperableStoreConformance(StoreConformance):
         for limit in range(1, len(made) + 2):
             check_paging(store, model, list(Status), None, limit)
 
+    def test_any_listing_query_answers_like_the_model(self) -> None:
+        """Property-based: for generated arguments (any statuses, wrong ones too; age
+        bounds at, around and far past the records' times, negative, past 64 bits or not
+        integers; cursors that are stored keys, a character off one, any text or not
+        text; limits from negative to large), the store answers exactly as the model: the
+        same page, or the same CheckpointError code and field."""
+        store, model, bindings = self._filled()
+        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        keys = sorted(checkpoint_key(binding) for binding in bindings)
+        times = [timestamp_microseconds(stamp) for stamp in (self.OLD, self.NEW)]
+        bounds = st.one_of(
+            st.none(),
+            st.sampled_from([t + d for t in times for d in (-1, 0, 1)]),
+            st.sampled_from([0, -1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30]),
+            st.integers(),
+            st.sampled_from([1.5, "1", True, float("nan")]),
+        )
+        cursors = st.one_of(
+            st.none(),
+            st.sampled_from(keys),
+            st.sampled_from(keys).map(lambda key: key[:-1]),
+            st.sampled_from(keys).map(lambda key: key + "\x00"),
+            st.sampled_from(keys).map(lambda key: key[:-1] + chr(ord(key[-1]) + 1)),
+            st.text(max_size=300),
+            st.sampled_from(["", "\U0010ffff" * 3, "\ud800", 7]),
+        )
+        statuses = st.lists(
+            st.one_of(st.sampled_from(list(Status)), st.sampled_from(["executing", "nope", 0])),
+            max_size=8,
+        )
+        limits = st.one_of(
+            st.integers(-2, 2 * len(keys)), st.sampled_from([10**6, 2**63, 2.0, "3", None])
+        )
+
+        def answer(target: OperableCheckpointStore, query: dict[str, Any]) -> object:
+            try:
+                return target.list_records(**query)
+            except CheckpointError as error:
+                return (error.code, error.field)
+
+        @settings(
+            max_examples=60,
+            deadline=None,
+            database=None,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(statuses, bounds, cursors, limits)
+        def check(chosen: list[Any], before: Any, after: Any, limit: Any) -> None:
+            query = {"statuses": chosen, "updated_before_us": before, "after_key": after}
+            if limit is not None:
+                query["limit"] = limit
+            expected = answer(model, query)
+            got = answer(store, query)
+            assert got == expected, f"list_records answered {got!r}, the model {expected!r}"
+
+        check()
+
     def _filled(self) -> tuple[CheckpointStore, MemoryStore, list[Binding]]:
         store, model = self._store(), MemoryStore()
         bindings = []
