@@ -354,6 +354,52 @@ class ZeroLimitStore(TextDictStore):
         )
 
 
+# --- broken: refusals ------------------------------------------------------------------
+
+
+class _OwnKeyCheck(TextDictStore):
+    """Checks keys itself before the shared checks; :meth:`_refuse` says how."""
+
+    def _refuse(self, key: object) -> None:
+        raise NotImplementedError
+
+    def _own_check(self, key: object) -> None:
+        try:
+            check_key(key)
+        except CheckpointError:
+            self._refuse(key)
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        self._own_check(key)
+        return super().create_if_absent(key, record)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        self._own_check(key)
+        return super().get(key)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        self._own_check(key)
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+class QuotingKeyStore(_OwnKeyCheck):
+    """Broken: a refused key is quoted in the message (a key holds a call id)."""
+
+    def _refuse(self, key: object) -> None:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, f"not a key: {key!r}", field="key")
+
+
+class SuppressedContextStore(_OwnKeyCheck):
+    """Broken: the refusal is raised ``from None`` while handling an error that holds
+    the key: suppressed, but still the exception's ``__context__``."""
+
+    def _refuse(self, key: object) -> None:
+        try:
+            raise LookupError(key)
+        except LookupError:
+            raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "not a key", field="key") from None
+
+
 # --- broken: tombstones -----------------------------------------------------------------
 
 

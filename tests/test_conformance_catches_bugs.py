@@ -24,8 +24,10 @@ from contract_stores import (
     JsonFilesStore,
     KeyPrefixStore,
     LongKeyPrefixStore,
+    QuotingKeyStore,
     ScanThenFilterStore,
     SinglePrecisionStore,
+    SuppressedContextStore,
     SweepingStore,
     ThreeByteUtf8Store,
     TruncatingStore,
@@ -140,6 +142,16 @@ CAUGHT: dict[str, tuple[Callable[[], Any], str, str]] = {
         ZeroLimitStore,
         "test_any_listing_query_answers_like_the_model",
         r"list_records answered \[",
+    ),
+    "a refused key quoted in the message": (
+        QuotingKeyStore,
+        "test_refusals_never_show_what_was_passed",
+        r"a refusal shows what was passed, in CheckpointError str",
+    ),
+    "a refused key kept in a suppressed context": (
+        SuppressedContextStore,
+        "test_refusals_never_show_what_was_passed",
+        r"a refusal shows what was passed, in LookupError",
     ),
     "prune deletes the delivered record": (
         DeletingPruneStore,

@@ -399,6 +399,65 @@ class StoreConformance:
                 raise AssertionError("the store accepted a record it must refuse")
         assert store.get(key) is None
 
+    def test_refusals_never_show_what_was_passed(self) -> None:
+        """Property-based: bad arguments that hold a generated secret (a key with a
+        control character, a lone surrogate or past 256 characters; a key that is bytes;
+        a record whose revision does not fit, holding the secret in its binding, attempt
+        id and payload; a listing with the secret as a status or a cursor) are refused
+        with CheckpointError INVALID_ARGUMENT, whose message, repr, attributes and chain
+        (causes and contexts, suppressed or not) hold none of it, and nothing is stored."""
+        store = self._store()
+        operable = self._operable  # a listing is part of the contract only then
+        secrets_ = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8).map(
+            lambda text: f"s3cret-{text}"
+        )
+        shapes = st.sampled_from(["control", "surrogate", "long", "bytes"])
+
+        def bad_key(secret: str, shape: str) -> object:
+            return {
+                "control": f"{secret}\x00",
+                "surrogate": f"{secret}\ud800",
+                "long": secret * (257 // len(secret) + 1),
+                "bytes": secret.encode(),
+            }[shape]
+
+        @settings(
+            max_examples=40,
+            deadline=None,
+            database=None,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(secrets_, shapes, st.integers(0, 5))
+        def check(secret: str, shape: str, operation: int) -> None:
+            binding = Binding("conformance", secret, "tool", "1", "sha256:0")
+            key = checkpoint_key(binding)
+            created = create_checkpoint(binding, created_at=NOW)
+            claim = claim_execution(created, attempt_id=secret, at=NOW).next
+            done = complete_execution(claim, attempt_id=secret, result={secret: secret}, at=NOW)
+            wrong = bad_key(secret, shape)
+            calls: list[Callable[[], object]] = [
+                lambda: store.create_if_absent(wrong, created),  # type: ignore[arg-type]
+                lambda: store.get(wrong),  # type: ignore[arg-type]
+                lambda: store.compare_and_swap(wrong, 1, claim),  # type: ignore[arg-type]
+                lambda: store.create_if_absent(key, done.next),
+                lambda: store.compare_and_swap(key, done.expected_revision + 1, done.next),
+                lambda: store.list_records([secret], after_key=wrong)  # type: ignore[attr-defined]
+                if operable
+                else store.get(wrong),  # type: ignore[arg-type]
+            ]
+            try:
+                calls[operation]()
+            except CheckpointError as error:
+                assert error.code is ErrorCode.INVALID_ARGUMENT, f"refused as {error.code}"
+                where = leaks(error, secret)
+                assert where is None, f"a refusal shows what was passed, in {where}"
+            else:
+                raise AssertionError("the store took an argument it must refuse")
+            assert store.get(key) is None, "a refused write stored something"
+
+        check()
+
     # --- exact round trips at the edges ---------------------------------------------------
 
     def _completed(self, store: CheckpointStore, binding: Binding, payload: object) -> str:
