@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -544,7 +545,15 @@ def test_open_store_and_the_command_line_take_a_cluster_url(
     listed = capsys.readouterr().out
     assert checkpoint_key(binding_of("cli-1")) in listed
     assert cluster.password not in listed
-    assert cli.main(["check-store", url]) == 2
-    refused = capsys.readouterr().err
-    assert "does not take a Redis Cluster URL" in refused
-    assert cluster.password not in refused
+    assert cli.main(["check-store", url, "--examples", "2"]) == 0
+    checked = capsys.readouterr()
+    assert "the store passed every check" in checked.out
+    assert "ok    kill_storm" in checked.out  # the workers opened the cluster URL
+    assert re.search(r"deleted \d+ keys matching tec-check-[0-9a-f]{8}-\*", checked.out)
+    assert cluster.password not in checked.out + checked.err
+    scratch = [
+        key
+        for server in cluster.servers
+        for key in redis.Redis.from_url(server.url()).scan_iter(match="tec-check-*")
+    ]
+    assert scratch == [], "check-store left scratch keys on a master"

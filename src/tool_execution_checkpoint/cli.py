@@ -592,8 +592,9 @@ The records already there are never read or written:
                          is --schema, public by default, and the role needs CREATE on
                          it.
   redis://...            writes under one key prefix per store, tec-check-RUN-N:, and
-                         deletes every key matching tec-check-RUN-* (SCAN, then UNLINK);
-                         the store's Lua scripts stay in the server's script cache.
+  redis+cluster://...    deletes every key matching tec-check-RUN-* (SCAN, then UNLINK,
+                         on every master of a cluster); the store's Lua scripts stay in
+                         the servers' script cache.
 
 RUN is 8 random hex digits, new for each run; N counts the stores.
 

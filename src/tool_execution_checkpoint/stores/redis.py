@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import threading
 import time
@@ -125,7 +126,6 @@ from .core import (
     check_swap,
     decode_stored,
 )
-from .opening import url_scheme
 from .scratch import ScratchSpace
 
 __all__ = [
@@ -1922,26 +1922,11 @@ async def _async_exchange(connection: _AsyncConnection, request: _Request) -> ob
 
 
 class RedisScratch(ScratchSpace):
-    """Scratch stores for a ``redis:``, ``rediss:`` or ``unix:`` URL: one new key prefix
-    per store, ``tec-check-RUN-N:``, and every key matching ``tec-check-RUN-*`` deleted at
-    the end (SCAN, then UNLINK); the store's Lua scripts stay in the server's script cache.
-    The keys under the URL's own prefix are never read or written. Not for a Redis Cluster
-    (its clean-up scans one server).
-
-    Raises:
-        CheckpointError: INVALID_ARGUMENT for a Redis Cluster URL.
-    """
-
-    def __init__(self, url: str) -> None:
-        if url_scheme(url) in _CLUSTER_SCHEMES:
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT,
-                "check-store does not take a Redis Cluster URL yet (its clean-up scans one "
-                "server): check a single Redis server, or run the conformance suite on the "
-                "cluster",
-                field="url",
-            )
-        super().__init__(url)
+    """Scratch stores for a Redis URL (one server or a cluster): one new key prefix per
+    store, ``tec-check-RUN-N:``, and every key matching ``tec-check-RUN-*`` deleted at the
+    end (SCAN, then UNLINK; on a cluster, on every master, one key per UNLINK so that no
+    command spans slots). The store's Lua scripts stay in the servers' script cache. The
+    keys under the URL's own prefix are never read or written."""
 
     def describe(self) -> str:
         """Which key prefixes are used and deleted."""
@@ -1958,19 +1943,21 @@ class RedisScratch(ScratchSpace):
         removed = 0
         failure: str | None = None
         code: str | None = None
+        plain = _plain_cluster_url(self.url)
         try:
-            client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
-            try:
-                batch: list[bytes] = []
-                for key in client.scan_iter(match=pattern, count=1000):
-                    batch.append(key)
-                    if len(batch) == 500:
-                        removed += client.unlink(*batch)
-                        batch = []
-                if batch:
-                    removed += client.unlink(*batch)
-            finally:
-                client.close()
+            if plain is None:
+                client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
+                try:
+                    removed = _unlink_matching(client, pattern)
+                finally:
+                    client.close()
+            else:
+                cluster = _sync_cluster(plain, 5, 5)
+                try:
+                    for node in cluster.get_primaries():
+                        removed += _unlink_matching(cluster.get_redis_connection(node), pattern)
+                finally:
+                    cluster.close()
         except (redis.RedisError, ValueError) as error:  # not kept as a context: it may
             failure = type(error).__name__  # quote the URL
             code = _error_code(error) if isinstance(error, ResponseError) else None
@@ -1982,3 +1969,22 @@ class RedisScratch(ScratchSpace):
                 raise RedisCommandError(message, code)
             raise RedisUnavailableError(message)
         return f"deleted {removed} keys matching {pattern}"
+
+
+def _unlink_matching(client: redis.Redis, pattern: str) -> int:
+    """UNLINK every key of ``client``'s server matching ``pattern``, one key per command
+    (in pipelines of 500), so that no command spans two cluster slots; return how many
+    were deleted."""
+    removed = 0
+    batch: list[bytes] = []
+    keys = client.scan_iter(match=pattern, count=1000)
+    for key in itertools.chain(keys, [None]):
+        if key is not None:
+            batch.append(key)
+        if batch and (key is None or len(batch) == 500):
+            pipeline = client.pipeline(transaction=False)
+            for each in batch:
+                pipeline.unlink(each)
+            removed += sum(pipeline.execute())
+            batch = []
+    return removed
