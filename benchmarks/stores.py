@@ -7,14 +7,12 @@ record the delivery: three writes and no read (a call reads only after a write i
 not land). Each is its own durable commit on a durable store, except that PostgresStore
 by default commits the last one, the delivered mark, with ``synchronous_commit`` off.
 
-The baseline (``raw_lifecycle``) still sends the five writes of the separate
-transitions (create, claim the execution, complete, claim the delivery, record it), each
-durable, through the same driver with none of the library: plain dict records encoded
-with ``json.dumps``, the store's statements sent raw (the very SQL or Lua scripts the
-store sends, on a connection or pool of the same size and the same durability). So on a
-durable store the two sides differ by two commits as well as by the library's work, and
-a ratio below 1 there is the two commits saved, not a library that costs less than
-nothing; ``store_sqlite.py`` measures run_once against the very statements it sent.
+The baseline (``raw_lifecycle``) sends the same three writes (the claimed record, the
+result with its delivery claim, the delivered mark) through the same driver with none of
+the library: plain dict records encoded with ``json.dumps``, the store's statements sent
+raw (the very SQL or Lua scripts the store sends, the relaxed delivered mark on
+PostgreSQL included, on a connection or pool of the same size and the same durability).
+So the two sides differ by the library's work alone.
 
 - MemoryStore: a dict of JSON texts under one lock (what MemoryStore keeps);
 - SQLiteStore: sqlite3 on a file with the store's schema and pragmas (WAL,
@@ -27,8 +25,7 @@ nothing; ``store_sqlite.py`` measures run_once against the very statements it se
   throwaway server with appendonly yes and appendfsync always.
 
 So the ratio is everything the library adds on top of the storage work (the core's
-records and checks, the store's argument checks and error mapping, and the runner), less
-what its three writes save against the five.
+records and checks, the store's argument checks and error mapping, and the runner).
 
 Workloads: 1 worker (the figure is microseconds per call), 8 worker threads on distinct
 keys and 8 threads on one hot key per call (calls per second; on a hot key all 8 start
@@ -79,7 +76,7 @@ from tool_execution_checkpoint import (
     SQLiteStore,
     run_once,
 )
-from tool_execution_checkpoint.stores.postgres import PostgresStore
+from tool_execution_checkpoint.stores.postgres import _RELAX, PostgresStore
 from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.table import Status
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
@@ -251,39 +248,29 @@ def raw_lifecycle(
     tool: Callable[[], Any],
     deliver: Callable[[Any], None],
 ) -> bool:
-    """The baseline: one call's reads and writes with dict records; False when another
-    worker won a write first. Like the runner, a landed write needs no read, and a lost
-    one reads what is there to see what the winner left (here: to check it and stop)."""
-    at, us = _now()
-    created = _record(binding, at)
-    stored = created if raw.insert(key, created, _dumps(created), us) else raw.select(key)
-    if stored is None or stored["binding"] != binding:
-        raise AssertionError("the record is not there")
-    if stored["status"] != "ready":
-        return False
+    """The baseline: one call's writes as the runner makes them, with dict records and
+    none of the library: create the record already claimed, run the tool, store the
+    result with its delivery claim, deliver, mark it delivered. False when another worker
+    created the record first; like the runner, a landed write needs no read, and a lost
+    one reads what the winner left (here: to check it and stop)."""
     at, us = _now()
     execution = {"attemptId": me, "claimedAt": at, "uncertain": None}
-    claim = {**stored, "revision": 2, "status": "executing", "updatedAt": at}
-    claim["execution"] = execution
-    if not raw.update(key, 1, claim, _dumps(claim), us):
+    claim = {**_record(binding, at), "status": "executing", "execution": execution}
+    if not raw.insert(key, claim, _dumps(claim), us):
         return _lost(raw, key, binding)
     payload = tool()
     at, us = _now()
     result = {"payload": payload, "completedAt": at, "prunedAt": None}
-    done = {**claim, "revision": 3, "status": "completed", "updatedAt": at, "result": result}
-    if not raw.update(key, 2, done, _dumps(done), us):
-        raise AssertionError("the owner lost its completion")
-    at, us = _now()
     delivery = {"deliveryId": me, "claimedAt": at, "deliveredAt": None}
-    delivering = {**done, "revision": 4, "status": "delivering", "updatedAt": at}
-    delivering["delivery"] = delivery
-    if not raw.update(key, 3, delivering, _dumps(delivering), us):
-        return _lost(raw, key, binding)
+    delivering = {**claim, "revision": 2, "status": "delivering", "updatedAt": at}
+    delivering |= {"result": result, "delivery": delivery}
+    if not raw.update(key, 1, delivering, _dumps(delivering), us):
+        raise AssertionError("the owner lost its completion")
     deliver(payload)
     at, us = _now()
-    delivered = {**delivering, "revision": 5, "status": "delivered", "updatedAt": at}
+    delivered = {**delivering, "revision": 3, "status": "delivered", "updatedAt": at}
     delivered["delivery"] = {**delivery, "deliveredAt": at}
-    if not raw.update(key, 4, delivered, _dumps(delivered), us):
+    if not raw.update(key, 2, delivered, _dumps(delivered), us):
         raise AssertionError("the owner lost its delivery")
     return True
 
@@ -428,6 +415,8 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
     del directory
 
     class RawPostgres(RawSql):
+        relaxed_sql: bytes
+
         def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
             params = (key, record["revision"], record["status"], updated_us, text)
             with self.pool.connection() as connection:
@@ -444,10 +433,10 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
             self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
         ) -> bool:
             params = (record["revision"], record["status"], updated_us, text, key, expected)
+            # The store's default: the delivered mark commits with synchronous_commit off.
+            query = self.relaxed_sql if record["status"] == "delivered" else self.update_sql
             with self.pool.connection() as connection:
-                return bool(
-                    connection.execute(self.update_sql, params, prepare=False).rowcount == 1
-                )
+                return bool(connection.execute(query, params, prepare=False).rowcount == 1)
 
     with (
         PostgresServer() as server,
@@ -459,7 +448,9 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
         with PostgresStore(server.url, table="runner_raw") as setup:
             setup.get("set-up")  # the same table, made by the store's DDL
         pool.wait()
-        yield store, RawPostgres(pool, "runner_raw")
+        raw = RawPostgres(pool, "runner_raw")
+        raw.relaxed_sql = raw.update_sql + _RELAX.encode()
+        yield store, raw
 
 
 @contextlib.contextmanager
@@ -584,7 +575,7 @@ def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[F
                 baseline_label="raw statements",
                 ratio=result["ratio"],
                 target=TARGET,
-                note="run_once 3 writes per call, raw side 5, 1 KiB result",
+                note="3 writes per call on each side, 1 KiB result",
                 details=result,
             )
         )
