@@ -314,9 +314,11 @@ class InclusiveCursorStore(TextDictStore):
         return found
 
 
-class Int64BoundStore(TextDictStore):
-    """Broken: an age bound outside a BIGINT is refused (as a driver refuses to bind it)
-    where the contract lists every record older than it, as MemoryStore does."""
+class _OwnListingArguments(TextDictStore):
+    """Reads the listing's age bound and limit its own way first; :meth:`_own` says how."""
+
+    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
+        raise NotImplementedError
 
     def list_records(
         self,
@@ -326,32 +328,30 @@ class Int64BoundStore(TextDictStore):
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
+        before, limit = self._own(updated_before_us, limit)
+        return super().list_records(
+            statuses, updated_before_us=before, after_key=after_key, limit=limit
+        )
+
+
+class Int64BoundStore(_OwnListingArguments):
+    """Broken: an age bound outside a BIGINT is refused (as a driver refuses to bind it)
+    where the contract lists every record older than it, as MemoryStore does."""
+
+    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
         if type(updated_before_us) is int and not -(2**63) <= updated_before_us < 2**63:
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT, "out of range", field="updated_before_us"
             )
-        return super().list_records(
-            statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit
-        )
+        return updated_before_us, limit
 
 
-class ZeroLimitStore(TextDictStore):
+class ZeroLimitStore(_OwnListingArguments):
     """Broken: a limit below 1 means "no limit" (as in SQL's LIMIT ALL habits) instead
     of being refused."""
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        updated_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        if type(limit) is int and limit < 1:
-            limit = 1_000
-        return super().list_records(
-            statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit
-        )
+    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
+        return updated_before_us, 1_000 if type(limit) is int and limit < 1 else limit
 
 
 # --- broken: refusals ------------------------------------------------------------------

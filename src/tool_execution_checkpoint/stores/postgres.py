@@ -147,7 +147,11 @@ class _Statement:
     operation: _Operation
     query: bytes
     params: tuple[Any, ...]
-    write: bool
+
+    @property
+    def write(self) -> bool:
+        """Whether the statement writes (its outcome may be unknown if it fails)."""
+        return self.operation in ("create", "compare-and-swap")
 
 
 class _Ready:
@@ -799,13 +803,13 @@ class _PostgresStoreBase(Generic[_PoolT]):
 
     def _creating(self, key: str, record: Checkpoint) -> _Exchange[bool]:
         params = _create_params(key, record)
-        answer = yield _Statement("create", self._sql.insert, params, True)
+        answer = yield _Statement("create", self._sql.insert, params)
         assert answer is not None
         return answer[0] == 1
 
     def _getting(self, key: str) -> _Exchange[Mapping[str, Any] | None]:
         check_key(key)
-        answer = yield _Statement("get", self._sql.select, (key,), False)
+        answer = yield _Statement("get", self._sql.select, (key,))
         assert answer is not None
         return _decoded(answer[1])
 
@@ -813,7 +817,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         query, params = _swap_statement(
             self._sql, key, expected_revision, record, relax=self._relax
         )
-        answer = yield _Statement("compare-and-swap", query, params, True)
+        answer = yield _Statement("compare-and-swap", query, params)
         assert answer is not None
         return answer[0] == 1
 
@@ -833,7 +837,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         while True:
             remaining = listing.limit - len(found)
             query, params = _list_query(self._sql, self._order, listing, after, remaining)
-            answer = yield _Statement("list", query, params, False)
+            answer = yield _Statement("list", query, params)
             assert answer is not None
             lines, cut = _page(answer[1], listing, remaining)
             found += lines[:remaining]

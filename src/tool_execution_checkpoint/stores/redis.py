@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import os
 import threading
 import time
@@ -1946,7 +1945,7 @@ class RedisScratch(ScratchSpace):
         plain = _plain_cluster_url(self.url)
         try:
             if plain is None:
-                client = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=5)
+                client = _sync_client(self.url, 5, 5)
                 try:
                     removed = _unlink_matching(client, pattern)
                 finally:
@@ -1976,15 +1975,9 @@ def _unlink_matching(client: redis.Redis, pattern: str) -> int:
     (in pipelines of 500), so that no command spans two cluster slots; return how many
     were deleted."""
     removed = 0
-    batch: list[bytes] = []
-    keys = client.scan_iter(match=pattern, count=1000)
-    for key in itertools.chain(keys, [None]):
-        if key is not None:
-            batch.append(key)
-        if batch and (key is None or len(batch) == 500):
-            pipeline = client.pipeline(transaction=False)
-            for each in batch:
-                pipeline.unlink(each)
-            removed += sum(pipeline.execute())
-            batch = []
-    return removed
+    pipeline = client.pipeline(transaction=False)
+    for number, key in enumerate(client.scan_iter(match=pattern, count=1000), 1):
+        pipeline.unlink(key)
+        if number % 500 == 0:
+            removed += sum(cast(list[int], pipeline.execute()))
+    return removed + sum(cast(list[int], pipeline.execute()))
