@@ -20,6 +20,7 @@ from .table import TABLE
 __all__ = [
     "TIMESTAMP_PATTERN",
     "JSONValue",
+    "check_flag",
     "check_identifier",
     "check_json_shape",
     "check_max_payload_bytes",
@@ -121,6 +122,14 @@ def timestamp_argument(value: object, field: str) -> str:
             )
         value = value.isoformat()
     return check_timestamp(value, field, ErrorCode.INVALID_ARGUMENT)
+
+
+def check_flag(value: object, field: str) -> bool:
+    """Return ``value`` if it is True or False (not merely truthy: a flag read from a
+    URL's query as ``"false"`` must not switch a setting on)."""
+    if type(value) is not bool:
+        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be True or False", field=field)
+    return value
 
 
 def check_max_payload_bytes(value: object) -> int:

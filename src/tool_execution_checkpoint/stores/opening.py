@@ -119,7 +119,7 @@ _SCHEMES: dict[str, StoreScheme] = {
     **{
         scheme: _builtin(
             "redis:RedisStore.from_url",
-            ("prefix", "socket_timeout", "connect_timeout"),
+            ("prefix", "socket_timeout", "connect_timeout", "synchronous_delivered"),
             "redis",
             "redis:RedisConfigurationError",
             "redis:RedisScratch",

@@ -78,7 +78,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import TABLE, Status
-from ..validation import timestamp_microseconds
+from ..validation import check_flag, timestamp_microseconds
 from .core import (
     BrokenRecord,
     Listing,
@@ -235,12 +235,6 @@ def _check_timeout(value: object) -> float:
         field="connect_timeout",
         limit=600,
     )
-
-
-def _check_flag(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be True or False", field=field)
-    return value
 
 
 def _check_sizes(min_size: object, max_size: object) -> tuple[int, int]:
@@ -744,7 +738,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         min_size, max_size = _check_sizes(min_size, max_size)
         self._create_table = bool(create_table)
         self._durable = bool(durable)
-        self._relax = not _check_flag(synchronous_delivered, "synchronous_delivered")
+        self._relax = not check_flag(synchronous_delivered, "synchronous_delivered")
         self._ready = False
         self._closed = False
         self._order: list[str] = _STATUSES  # the server's order, read at setup

@@ -45,7 +45,9 @@ Every write is one Lua script run with EVALSHA, so Redis runs it atomically:
 create-if-absent inserts the hash only if the key does not exist (SET NX semantics) and
 adds the key to the index; compare-and-swap compares the stored revision, writes the new
 record and moves the key between the per-status indexes. A script that does not report
-success changed nothing. Reads are one HGET (then an EXISTS and a second HGET when it
+success changed nothing. A swap to delivered is by default the same script with its
+effects kept out of the append-only file (see ``synchronous_delivered`` on
+:class:`RedisStore`). Reads are one HGET (then an EXISTS and a second HGET when it
 finds no record field: a hash without one is a broken record, not an absent one), or
 one read-only script for listings. Every record read goes through
 :func:`~tool_execution_checkpoint.stores.decode_stored`.
@@ -110,7 +112,7 @@ from redis.retry import Retry
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import TABLE, Status
-from ..validation import check_identifier, timestamp_microseconds
+from ..validation import check_flag, check_identifier, timestamp_microseconds
 from .core import (
     BrokenRecord,
     OutcomeUnknownError,
@@ -486,10 +488,7 @@ return 1
 # KEYS[1]: the record's hash; KEYS[2..n]: the index of each status named in ARGV[7..].
 # ARGV: expected revision, revision, status, updated_us, record JSON, key, status names.
 # Revisions are compared as decimal text: Lua numbers are doubles, revisions go to 2^63-1.
-_SWAP = _Script.of(
-    "#!lua\n"
-    + _USABLE_INDEX
-    + """
+_SWAP_BODY = """
 local stored = redis.call('HMGET', KEYS[1], 'revision', 'status')
 if stored[1] ~= ARGV[1] then
   return 0
@@ -510,6 +509,13 @@ end
 redis.call('ZADD', new_index, ARGV[4], ARGV[6])
 return 1
 """
+_SWAP = _Script.of("#!lua\n" + _USABLE_INDEX + _SWAP_BODY)
+# The relaxed swap is the same script, its effects sent to replicas but not appended to
+# the append-only file: nothing waits for an fsync of it (see RedisStore, "Delivered
+# marks"). set_repl comes first, before any write, so all of the script's effects go
+# alike: the record's hash and its index entries are kept, or lost, together.
+_SWAP_RELAXED = _Script.of(
+    "#!lua\nredis.set_repl(redis.REPL_REPLICA)\n" + _USABLE_INDEX + _SWAP_BODY
 )
 
 # KEYS: the indexes to read. ARGV[1]: the highest score to include.
@@ -544,6 +550,7 @@ return found
 SCRIPTS: Mapping[str, str] = {
     "create": _CREATE.text.decode(),
     "swap": _SWAP.text.decode(),
+    "swap_relaxed": _SWAP_RELAXED.text.decode(),
     "candidates": _CANDIDATES.text.decode(),
     "fetch": _FETCH.text.decode(),
 }
@@ -664,8 +671,9 @@ class _Layout:
     keys carry the shard's hash tag, ``{prefix}{{tag}}rec:{key}`` and
     ``{prefix}{{tag}}idx:{status}`` (see the module docstring)."""
 
-    def __init__(self, prefix: object, *, cluster: bool = False) -> None:
+    def __init__(self, prefix: object, *, cluster: bool = False, relax: bool = True) -> None:
         self.prefix = check_identifier(prefix, "prefix", ErrorCode.INVALID_ARGUMENT)
+        self.relax = relax
         if cluster and ("{" in self.prefix or "}" in self.prefix):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -734,7 +742,9 @@ class _Layout:
             *self._status_names,
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
-        return _answer((yield _SWAP.call(keys, args, write=True)))
+        relaxed = self.relax and record.status in TABLE.relaxed_statuses
+        script = _SWAP_RELAXED if relaxed else _SWAP
+        return _answer((yield script.call(keys, args, write=True)))
 
     def get(self, key: str) -> _Operation[Mapping[str, Any] | None]:
         check_key(key)
@@ -1201,28 +1211,46 @@ class _RedisStoreBase(Generic[_ClientT]):
         one on ``url``."""
         raise NotImplementedError
 
-    def __init__(self, client_or_url: _ClientT | str, *, prefix: str = DEFAULT_PREFIX) -> None:
-        self._setup(client_or_url, prefix, DEFAULT_SOCKET_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
+    def __init__(
+        self,
+        client_or_url: _ClientT | str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        synchronous_delivered: bool = False,
+    ) -> None:
+        self._setup(
+            client_or_url,
+            prefix,
+            DEFAULT_SOCKET_TIMEOUT,
+            DEFAULT_CONNECT_TIMEOUT,
+            synchronous_delivered,
+        )
 
     def _setup(
-        self, client_or_url: object, prefix: str, socket_timeout: float, connect_timeout: float
+        self,
+        client_or_url: object,
+        prefix: str,
+        socket_timeout: float,
+        connect_timeout: float,
+        synchronous_delivered: object,
     ) -> None:
         self._stale = False
         self._owns_client = False
+        relax = not check_flag(synchronous_delivered, "synchronous_delivered")
         if isinstance(client_or_url, self._CLUSTER):
-            self._layout = _Layout(prefix, cluster=True)
+            self._layout = _Layout(prefix, cluster=True, relax=relax)
             self._client = client_or_url
             startup = list(getattr(client_or_url.nodes_manager, "startup_nodes", {}))
             self._where = startup[0] if startup else "a Redis Cluster"
             self._adopt_cluster(None, socket_timeout, connect_timeout)
             return
         if isinstance(client_or_url, self._CLIENT):
-            self._layout = _Layout(prefix)
+            self._layout = _Layout(prefix, relax=relax)
             self._client = client_or_url
         else:
             url = _check_url(client_or_url)
             plain = _plain_cluster_url(url)
-            self._layout = _Layout(prefix, cluster=plain is not None)
+            self._layout = _Layout(prefix, cluster=plain is not None, relax=relax)
             self._owns_client = True
             if plain is not None:
                 self._where = _cluster_seed(plain)
@@ -1240,13 +1268,17 @@ class _RedisStoreBase(Generic[_ClientT]):
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        synchronous_delivered: bool = False,
     ) -> Self:
         """A store on a client built from ``url``, owned by the store: ``redis://``,
         ``rediss://`` or ``unix://`` for one server, ``redis+cluster://`` or
         ``rediss+cluster://`` (``[[user]:password@]host[:port]``, any one node) for a
-        Redis Cluster. Nothing is contacted until the first call."""
+        Redis Cluster. Nothing is contacted until the first call. ``prefix`` and
+        ``synchronous_delivered`` are the constructor's."""
         store = cls.__new__(cls)
-        store._setup(_check_url(url), prefix, socket_timeout, connect_timeout)
+        store._setup(
+            _check_url(url), prefix, socket_timeout, connect_timeout, synchronous_delivered
+        )
         return store
 
     @property
@@ -1282,9 +1314,10 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
     """A checkpoint store on a Redis server or a Redis Cluster, over a synchronous
     redis-py client.
 
-    ``RedisStore(client_or_url, *, prefix="tec:")`` takes a ``redis.Redis`` client (the
-    store uses its connection pool and does not close it; its retry settings do not
-    apply to the store's commands, which are always sent once), a
+    ``RedisStore(client_or_url, *, prefix="tec:", synchronous_delivered=False)`` takes a
+    ``redis.Redis`` client (the store uses its connection pool and does not close it;
+    its retry settings do not apply to the store's commands, which are always sent
+    once), a
     ``redis.cluster.RedisCluster`` client (the store uses its slot map and node pools,
     never its ``execute_command``), or a URL such as ``redis://:PASSWORD@127.0.0.1:6379/0``
     or ``redis+cluster://:PASSWORD@10.0.0.1:7000`` (the store builds and owns the
@@ -1327,6 +1360,32 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
     vanish, the record comes back as ready and the tool runs twice. With ``appendonly
     no`` every write since the last snapshot is lost. :meth:`check_durability` reads
     these settings (on every master of a cluster) and raises, warns or reports.
+
+    **Delivered marks are not appended to the append-only file** (unless
+    ``synchronous_delivered=True``). A ``compare_and_swap`` whose record's status is in
+    ``TABLE.relaxed_statuses`` (today delivered, which only complete_delivery and
+    prune_result land in) is the same one script, which first calls
+    ``redis.set_repl(redis.REPL_REPLICA)``: its effects are applied in memory and sent to
+    replicas, but not written to the AOF, so Redis answers it without an fsync. Every
+    other write is appended and fsynced as above. The compare-and-swap is unchanged, and
+    ``get`` reads back exactly the record written.
+
+    *What may be lost.* Such a mark reaches the disk only when the AOF is next rewritten
+    (BGREWRITEAOF, by hand or automatic) or on a replica, which appends what it receives.
+    A restart from the AOF before that, after a crash or a clean shutdown alike, reads the
+    record back as the one before: delivering, with its result. This is a longer window
+    than PostgreSQL's: run BGREWRITEAOF before a planned restart to keep the marks. The
+    record's hash and index entries are kept or lost together, and no later write
+    depends on a lost mark (nothing leaves delivered except by another relaxed write), so
+    nothing is left half-written.
+
+    *Why the default is safe.* No guarantee depends on the delivered mark (the table
+    marks the transitions that land in delivered non-durable and refuses that for any
+    that grants an action or leaves a status answered with execute): a lost mark leaves
+    delivering, answered with reconcile-delivery, never execute. What a lost mark costs
+    is a redundant redelivery, and such records listed as delivering until an operator or
+    the host settles them. Pass True where something outside the protocol reads the
+    delivered mark and must never see it regress.
 
     Replicas: Redis replicates asynchronously. A write acknowledged by the primary can be
     missing on the replica that a failover (Sentinel, Cluster, a managed service)
@@ -1659,7 +1718,9 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
     ``appendfsync always``, ``no-appendfsync-on-rewrite no`` and ``maxmemory-policy
     noeviction``; ``everysec`` can lose about two seconds of acknowledged writes in a
     machine crash, and a failover to an asynchronous replica can lose acknowledged
-    writes. :meth:`check_durability` checks the settings.
+    writes. :meth:`check_durability` checks the settings. ``synchronous_delivered`` is
+    :class:`RedisStore`'s, with the same scripts: by default a delivered mark is not
+    appended to the append-only file.
     """
 
     _CLIENT = redis.asyncio.Redis

@@ -1,0 +1,299 @@
+"""Relaxed writes on Redis, proven with the server's own append-only file.
+
+A compare-and-swap to a record in a status of ``TABLE.relaxed_statuses`` (delivered: a
+delivery's completion and a payload's pruning) runs its script after
+``redis.set_repl(redis.REPL_REPLICA)``, unless the store was made with
+``synchronous_delivered=True``: its effects reach memory and replicas but not the AOF, so
+Redis answers it without an fsync. Every other write is appended (and, with appendfsync
+always, fsynced before the reply).
+
+The measure is ``aof_current_size`` from INFO persistence, on a server of this module
+alone (nothing else writes to it). Then what the store's docstring says of a lost mark is
+shown on real restarts: a crash and a clean shutdown both read the record back as the one
+before, delivering, whole (hash and index entries alike); BGREWRITEAOF before the restart
+keeps it; a replica receives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from redis_server import (  # noqa: F401
+    RedisServer,
+    redis_url,
+    start_redis_server,
+    stop_redis_server,
+)
+from tool_execution_checkpoint import (
+    Binding,
+    Checkpoint,
+    CheckpointError,
+    ErrorCode,
+    Status,
+    checkpoint_key,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    open_store,
+    prune_result,
+)
+from tool_execution_checkpoint.stores import RecordSummary
+from tool_execution_checkpoint.stores.redis import AsyncRedisStore, RedisStore
+from tool_execution_checkpoint.table import TABLE
+from tool_execution_checkpoint.transitions import Transition
+
+N = 20
+"""Swaps per measurement."""
+NOW = "2026-01-01T00:00:00Z"
+
+Swap = tuple[str, Transition]
+
+
+@pytest.fixture(scope="module")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A durable server for this module alone: only these tests grow its AOF."""
+    server = start_redis_server(tmp_path_factory.mktemp("redis-relaxed"))
+    try:
+        yield server
+    finally:
+        stop_redis_server(server)
+
+
+def _aof_size(server: RedisServer) -> int:
+    client = server.client()
+    try:
+        return int(client.info("persistence")["aof_current_size"])
+    finally:
+        client.close()
+
+
+def _delivering(call_id: str) -> tuple[str, Checkpoint, list[Transition]]:
+    """A key, its new record and the durable swaps that take that record to delivering."""
+    chosen = Binding("redis-relaxed", call_id, "tool", "1", "sha256:0")
+    created = create_checkpoint(chosen, created_at=NOW)
+    claim = claim_execution(created, attempt_id="a", at=NOW)
+    done = complete_execution(claim.next, attempt_id="a", at=NOW, result={"n": call_id})
+    delivery = claim_delivery(done.next, delivery_id="d", at=NOW)
+    return checkpoint_key(chosen), created, [claim, done, delivery]
+
+
+def _set_up(store: RedisStore, call_id: str) -> tuple[str, Checkpoint]:
+    key, created, steps = _delivering(call_id)
+    assert store.create_if_absent(key, created)
+    for step in steps:
+        assert store.compare_and_swap(key, step.expected_revision, step.next)
+    return key, steps[-1].next
+
+
+def _completions(records: list[tuple[str, Checkpoint]]) -> list[Swap]:
+    return [(key, complete_delivery(record, delivery_id="d", at=NOW)) for key, record in records]
+
+
+def _prunes(completions: list[Swap]) -> list[Swap]:
+    return [(key, prune_result(t.next, at=NOW)) for key, t in completions]
+
+
+def _measure_sync(server: RedisServer, *, synchronous_delivered: bool) -> dict[str, int]:
+    """The AOF bytes that N set-ups (durable writes), then N completions, then N prunes
+    add; each swap read back exactly."""
+    with RedisStore.from_url(
+        server.url(), prefix="sync:", synchronous_delivered=synchronous_delivered
+    ) as store:
+        before = _aof_size(server)
+        records = [_set_up(store, f"call-{synchronous_delivered}-{i}") for i in range(N)]
+        measured = {"durable": _aof_size(server) - before}
+        completions = _completions(records)
+        prunes = _prunes(completions)
+        for name, swaps in (("complete", completions), ("prune", prunes)):
+            before = _aof_size(server)
+            for key, transition in swaps:
+                assert store.compare_and_swap(key, transition.expected_revision, transition.next)
+            measured[name] = _aof_size(server) - before
+        for key, transition in prunes:
+            assert store.get(key) == transition.next.to_dict()
+        return measured
+
+
+def _measure_async(server: RedisServer, *, synchronous_delivered: bool) -> dict[str, int]:
+    async def scenario() -> dict[str, int]:
+        store = AsyncRedisStore.from_url(
+            server.url(), prefix="async:", synchronous_delivered=synchronous_delivered
+        )
+        try:
+            before = _aof_size(server)
+            records = []
+            for index in range(N):
+                key, created, steps = _delivering(f"call-{synchronous_delivered}-{index}")
+                assert await store.create_if_absent(key, created)
+                for step in steps:
+                    assert await store.compare_and_swap(key, step.expected_revision, step.next)
+                records.append((key, steps[-1].next))
+            measured = {"durable": _aof_size(server) - before}
+            completions = _completions(records)
+            prunes = _prunes(completions)
+            for name, swaps in (("complete", completions), ("prune", prunes)):
+                before = _aof_size(server)
+                for key, transition in swaps:
+                    assert await store.compare_and_swap(
+                        key, transition.expected_revision, transition.next
+                    )
+                measured[name] = _aof_size(server) - before
+            for key, transition in prunes:
+                assert await store.get(key) == transition.next.to_dict()
+            return measured
+        finally:
+            await store.aclose()
+
+    return asyncio.run(scenario())
+
+
+MEASURES = {"sync": _measure_sync, "async": _measure_async}
+
+
+def test_delivered_is_the_only_relaxed_status() -> None:
+    """What the store relaxes is the table's, not its own list: delivered, today."""
+    assert TABLE.relaxed_statuses == frozenset({Status.DELIVERED})
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_delivered_mark_is_not_appended_and_every_other_write_is(
+    quiet_server: RedisServer, kind: str
+) -> None:
+    measured = MEASURES[kind](quiet_server, synchronous_delivered=False)
+    print(f"{kind}, {N} calls, synchronous_delivered=False, AOF bytes: {measured}")
+    assert measured["durable"] >= N * 4 * 200, measured  # 4 writes a call, each a record
+    assert measured["complete"] == 0, measured
+    assert measured["prune"] == 0, measured
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_synchronous_delivered_appends_every_write(quiet_server: RedisServer, kind: str) -> None:
+    measured = MEASURES[kind](quiet_server, synchronous_delivered=True)
+    print(f"{kind}, {N} calls, synchronous_delivered=True, AOF bytes: {measured}")
+    for name in ("durable", "complete", "prune"):
+        assert measured[name] >= N * 200, measured
+
+
+def _listed(store: RedisStore) -> list[tuple[str, Status]]:
+    """The delivering and delivered records' keys and statuses, from the indexes."""
+    listed = store.list_records([Status.DELIVERING, Status.DELIVERED])
+    assert all(isinstance(item, RecordSummary) for item in listed), listed
+    return [(item.key, item.status) for item in listed if isinstance(item, RecordSummary)]
+
+
+def _restarted(server: RedisServer, how: str) -> RedisServer:
+    """The server stopped (``kill``: SIGKILL, a crash; ``terminate``: a clean shutdown)
+    and started again on its own directory, so it loads its AOF."""
+    if how == "kill":
+        server.process.kill()
+        server.process.wait()
+    stop_redis_server(server)
+    return start_redis_server(server.directory, password=server.password)
+
+
+@pytest.mark.parametrize("how", ["kill", "terminate"])
+def test_a_restart_reads_a_lost_mark_back_as_delivering_whole(tmp_path: Path, how: str) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    try:
+        with RedisStore.from_url(server.url()) as store:
+            key, delivering = _set_up(store, "lost")
+            mark = complete_delivery(delivering, delivery_id="d", at=NOW)
+            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            assert store.get(key) == mark.next.to_dict()
+        server = _restarted(server, how)
+        with RedisStore.from_url(server.url()) as store:
+            assert store.get(key) == delivering.to_dict()  # the record before, exactly
+            assert _listed(store) == [(key, Status.DELIVERING)]
+            # The protocol goes on from there: the mark is made again, at the old revision.
+            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+    finally:
+        stop_redis_server(server)
+
+
+@pytest.mark.parametrize("keep", ["synchronous_delivered", "bgrewriteaof"])
+def test_a_mark_survives_a_crash_when_appended_or_rewritten(tmp_path: Path, keep: str) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    try:
+        relaxed = keep != "synchronous_delivered"
+        with RedisStore.from_url(server.url(), synchronous_delivered=not relaxed) as store:
+            key, delivering = _set_up(store, "kept")
+            mark = complete_delivery(delivering, delivery_id="d", at=NOW)
+            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+        if keep == "bgrewriteaof":
+            _rewrite(server)
+        server = _restarted(server, "kill")
+        with RedisStore.from_url(server.url()) as store:
+            assert store.get(key) == mark.next.to_dict()
+            assert _listed(store) == [(key, Status.DELIVERED)]
+    finally:
+        stop_redis_server(server)
+
+
+def _rewrite(server: RedisServer) -> None:
+    client = server.client()
+    try:
+        client.bgrewriteaof()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = client.info("persistence")
+            busy = info["aof_rewrite_in_progress"] or info["aof_rewrite_scheduled"]
+            if not busy and info["aof_last_bgrewrite_status"] == "ok":
+                return
+            time.sleep(0.05)
+        pytest.fail("BGREWRITEAOF did not finish in 10 s")
+    finally:
+        client.close()
+
+
+def test_a_replica_receives_the_mark(tmp_path: Path) -> None:
+    """REPL_REPLICA, not REPL_NONE: a replica, which a failover may promote, holds the
+    mark and the record's index entries as the primary does."""
+    primary = start_redis_server(tmp_path / "primary")
+    follow = ("--replicaof", primary.host, str(primary.port), "--masterauth", primary.password)
+    replica = start_redis_server(
+        tmp_path / "replica", password=primary.password, extra_arguments=follow
+    )
+    reader = replica.client()
+    try:
+        _await_link(reader)  # linked first: the mark must come by the stream, not a sync
+        with RedisStore.from_url(primary.url()) as store:
+            key, delivering = _set_up(store, "replicated")
+            mark = complete_delivery(delivering, delivery_id="d", at=NOW)
+            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            with primary.client() as client:
+                assert client.execute_command("WAIT", 1, 10_000) == 1
+        with RedisStore(reader) as seen:
+            assert seen.get(key) == mark.next.to_dict()
+            assert _listed(seen) == [(key, Status.DELIVERED)]
+    finally:
+        reader.close()
+        stop_redis_server(replica)
+        stop_redis_server(primary)
+
+
+def _await_link(client: redis.Redis) -> None:
+    deadline = time.monotonic() + 10
+    while client.info("replication").get("master_link_status") != "up":
+        if time.monotonic() > deadline:
+            pytest.fail("the replica did not link to its primary in 10 s")
+        time.sleep(0.05)
+
+
+def test_the_option_must_be_a_bool_and_reaches_the_store(redis_url: str) -> None:  # noqa: F811
+    for bad in ("false", 0, None):
+        with pytest.raises(CheckpointError) as refused:
+            RedisStore.from_url(redis_url, synchronous_delivered=bad)  # type: ignore[arg-type]
+        assert refused.value.code is ErrorCode.INVALID_ARGUMENT
+        assert refused.value.field == "synchronous_delivered"
+    for waits in (False, True):
+        with open_store(redis_url, synchronous_delivered=waits) as store:
+            assert isinstance(store, RedisStore)
+            assert store._layout.relax is not waits
