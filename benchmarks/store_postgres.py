@@ -86,14 +86,14 @@ class RawSql:
         )
         connection: Connection[Any] = self.pool.getconn()
         try:
-            return connection.execute(self.insert_sql, params, prepare=False).rowcount == 1
+            return connection.execute(self.insert_sql, params).rowcount == 1
         finally:
             self.pool.putconn(connection)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         connection: Connection[Any] = self.pool.getconn()
         try:
-            row = connection.execute(self.select_sql, (key,), prepare=False).fetchone()
+            row = connection.execute(self.select_sql, (key,)).fetchone()
         finally:
             self.pool.putconn(connection)
         if row is None:
@@ -112,7 +112,7 @@ class RawSql:
         )
         connection: Connection[Any] = self.pool.getconn()
         try:
-            return connection.execute(self.update_sql, params, prepare=False).rowcount == 1
+            return connection.execute(self.update_sql, params).rowcount == 1
         finally:
             self.pool.putconn(connection)
 

@@ -421,13 +421,11 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
         def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
             params = (key, record["revision"], record["status"], updated_us, text)
             with self.pool.connection() as connection:
-                return bool(
-                    connection.execute(self.insert_sql, params, prepare=False).rowcount == 1
-                )
+                return bool(connection.execute(self.insert_sql, params).rowcount == 1)
 
         def select(self, key: str) -> dict[str, Any] | None:
             with self.pool.connection() as connection:
-                row = connection.execute(self.select_sql, (key,), prepare=False).fetchone()
+                row = connection.execute(self.select_sql, (key,)).fetchone()
             return None if row is None else cast(dict[str, Any], json.loads(row[0]))
 
         def update(
@@ -437,7 +435,7 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
             # The store's default: the delivered mark commits with synchronous_commit off.
             query = self.relaxed_sql if record["status"] == "delivered" else self.update_sql
             with self.pool.connection() as connection:
-                return bool(connection.execute(query, params, prepare=False).rowcount == 1)
+                return bool(connection.execute(query, params).rowcount == 1)
 
     with (
         PostgresServer() as server,

@@ -129,17 +129,23 @@ async def _aflushes(
     return _difference(before, _wal_counters(server))
 
 
-def _one_connection(server: PostgresServer) -> ConnectionPool[Any]:
-    pool = ConnectionPool(
-        server.url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
-    )
+def _kwargs(prepared: bool) -> dict[str, Any]:
+    """A connection's options: psycopg's own prepare threshold (as the store's own pool
+    has), or never preparing, so that every Parse message shows its statement."""
+    return {"autocommit": True} if prepared else {"autocommit": True, "prepare_threshold": None}
+
+
+def _one_connection(server: PostgresServer, *, prepared: bool = True) -> ConnectionPool[Any]:
+    pool = ConnectionPool(server.url, min_size=1, max_size=1, kwargs=_kwargs(prepared), open=False)
     pool.open(wait=True)
     return pool
 
 
-async def _one_async_connection(server: PostgresServer) -> AsyncConnectionPool[Any]:
+async def _one_async_connection(
+    server: PostgresServer, *, prepared: bool = True
+) -> AsyncConnectionPool[Any]:
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        server.url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
+        server.url, min_size=1, max_size=1, kwargs=_kwargs(prepared), open=False
     )
     await pool.open(wait=True)
     return pool
@@ -353,7 +359,7 @@ def _answer(answers: list[bool], write: Callable[[], bool]) -> None:
 
 def _traced_parses(server: PostgresServer, *, synchronous_delivered: bool) -> dict[str, str]:
     """The Parse message of each write, checked to be one statement in one round trip."""
-    pool = _one_connection(server)
+    pool = _one_connection(server, prepared=False)
     try:
         store = PostgresStore(
             pool, table=fresh_table(), synchronous_delivered=synchronous_delivered
@@ -395,7 +401,7 @@ def _traced_parses(server: PostgresServer, *, synchronous_delivered: bool) -> di
             assert _round_trips(messages) == 1
             assert _sent(messages) == ONE_STATEMENT
             [parse] = [m[3] for m in messages if m[0] == "F" and m[2] == "Parse"]
-            assert parse.startswith(' "" ')  # unnamed: no separate prepare
+            assert parse.startswith(' "" ')  # unnamed: this pool never prepares
             assert "BEGIN" not in parse
             assert "COMMIT" not in parse
             parses[name] = parse
@@ -483,7 +489,7 @@ def test_the_async_store_sends_the_same_statements(quiet_server: PostgresServer)
         return [claim, complete_delivery(claim.next, delivery_id="d", at=NOW)]
 
     async def scenario() -> list[list[str]]:
-        pool = await _one_async_connection(quiet_server)
+        pool = await _one_async_connection(quiet_server, prepared=False)
         try:
             store = AsyncPostgresStore(pool, table=table)
             key, completed = await _aset_up(store, "async")
@@ -504,7 +510,7 @@ def test_the_async_store_sends_the_same_statements(quiet_server: PostgresServer)
             await pool.close()
 
     async_messages = asyncio.run(scenario())
-    pool = _one_connection(quiet_server)
+    pool = _one_connection(quiet_server, prepared=False)
     try:
         store = PostgresStore(pool, table=table)
         key, completed = _set_up(store, "sync")

@@ -647,21 +647,24 @@ def _sent(messages: list[list[str]]) -> list[str]:
 
 
 ONE_STATEMENT = ["Parse", "Bind", "Describe", "Execute", "Sync"]
+"""An unnamed statement: parsed, bound and run in one round trip."""
+PREPARED = ["Bind", "Describe", "Execute", "Sync"]
+"""A prepared statement run: one round trip."""
+UNPREPARED = {"autocommit": True, "prepare_threshold": None}
+"""A caller's pool whose connections never prepare (as behind an older PgBouncer)."""
 
 
 def test_each_operation_is_one_round_trip_with_no_begin_or_commit(
     postgres_url: str,  # noqa: F811
 ) -> None:
-    pool = ConnectionPool(
-        postgres_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True
-    )
+    pool = ConnectionPool(postgres_url, min_size=1, max_size=1, kwargs=UNPREPARED, open=True)
     pool.wait()
     try:
         store = PostgresStore(pool, table=fresh_table())
         first_key, first = created_record()
         assert store.create_if_absent(first_key, first)  # first use: the table is set up
         claims = []
-        for index in range(12):  # past psycopg's prepare threshold (5 uses)
+        for index in range(12):  # past psycopg's prepare threshold (5 uses): never here
             key, created = created_record(f"cas-{index}")
             assert store.create_if_absent(key, created)
             claims.append((key, claim_execution(created, attempt_id="a", at=NOW)))
@@ -697,10 +700,55 @@ def test_each_operation_is_one_round_trip_with_no_begin_or_commit(
         pool.close()
 
 
+def _per_operation(connection: Any, operations: list[Callable[[], object]]) -> list[list[str]]:
+    return [_sent(_trace_lines(connection.pgconn, operation)) for operation in operations]
+
+
+def _prepared_once(sent: list[list[str]]) -> None:
+    """Operations on one statement, on a connection with psycopg's prepare threshold:
+    unnamed at first, then one Parse of a named statement in a round trip of its own,
+    which runs nothing, and from then on one Bind and Execute each. Every operation
+    runs its statement once, and its last message is the Sync it waits on."""
+    assert all(ops.count("Execute") == 1 and ops[-1] == "Sync" for ops in sent), sent
+    [prepared] = [index for index, ops in enumerate(sent) if ops[:2] == ["Parse", "Sync"]]
+    assert 0 < prepared < len(sent) - 1, sent
+    assert sent[:prepared] == [ONE_STATEMENT] * prepared, sent
+    assert sent[prepared] == ["Parse", "Sync", *PREPARED], sent
+    assert sent[prepared + 1 :] == [PREPARED] * (len(sent) - prepared - 1), sent
+
+
+def test_statements_are_prepared_once_per_connection(postgres_url: str) -> None:  # noqa: F811
+    """The store's own pool keeps psycopg's prepare threshold: a statement used often on
+    a connection is parsed and planned once, not on every call (one Parse round trip,
+    once), and a store on the same server reads and writes the same rows either way."""
+    with PostgresStore(postgres_url, table=fresh_table(), min_size=1, max_size=1) as store:
+        assert store.get("set-up") is None
+        records = [created_record(f"prepared-{index}") for index in range(12)]
+        claims = [
+            (key, claim_execution(created, attempt_id="a", at=NOW)) for key, created in records
+        ]
+        connection = store._pool.getconn()
+        store._pool.putconn(connection)
+        creates = _per_operation(
+            connection, [functools.partial(store.create_if_absent, *pair) for pair in records]
+        )
+        swaps = _per_operation(
+            connection,
+            [
+                functools.partial(store.compare_and_swap, key, claim.expected_revision, claim.next)
+                for key, claim in claims
+            ],
+        )
+        _prepared_once(creates)
+        _prepared_once(swaps)
+        for key, claim in claims:
+            assert store.get(key) == claim.next.to_dict()
+
+
 def test_async_operations_are_one_round_trip_each(postgres_url: str) -> None:  # noqa: F811
     async def scenario() -> list[list[str]]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            postgres_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=False
+            postgres_url, min_size=1, max_size=1, kwargs=UNPREPARED, open=False
         )
         await pool.open(wait=True)
         try:

@@ -26,8 +26,14 @@ The contract (see :mod:`tool_execution_checkpoint.stores`):
   exactly when the row count is 1. PostgreSQL re-checks the WHERE clause against the
   newest row version under concurrent updates (READ COMMITTED), so two CASes from the
   same revision never both win.
-- Every operation is one round trip: autocommit (no BEGIN/COMMIT), unnamed statements
-  (no separate prepare), no connection check on checkout. Durability is the server's:
+- Every operation is one round trip: autocommit (no BEGIN/COMMIT), no connection check
+  on checkout. Statements follow the connection's ``prepare_threshold`` (psycopg's
+  default on the store's own pool): a statement run often on a connection is prepared
+  there once, in one Parse round trip that runs nothing, and is then only bound and run,
+  so the server does not parse and plan it on every call. Behind a pooler that cannot
+  keep prepared statements (PgBouncer in transaction mode before 1.21, or without
+  ``max_prepared_statements``), pass a pool whose connections have
+  ``prepare_threshold=None``: every statement is then unnamed. Durability is the server's:
   a reported success has been committed, and with ``synchronous_commit`` on (the
   default, checked at first use) it has been flushed to the WAL. The one exception, by
   default, is a swap that marks a record delivered (a status of
@@ -1055,7 +1061,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 connection.autocommit = True
-            cursor = connection.execute(statement.query, statement.params, prepare=False)
+            cursor = connection.execute(statement.query, statement.params)
             return cursor.rowcount, [] if statement.write else cursor.fetchall()
         except psycopg.Error as error:
             failure = _operation_failure(error, statement.operation, write=statement.write)
@@ -1301,7 +1307,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 await connection.set_autocommit(True)
-            cursor = await connection.execute(statement.query, statement.params, prepare=False)
+            cursor = await connection.execute(statement.query, statement.params)
             return cursor.rowcount, [] if statement.write else await cursor.fetchall()
         except psycopg.Error as error:
             failure = _operation_failure(error, statement.operation, write=statement.write)
