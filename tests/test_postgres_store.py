@@ -745,6 +745,84 @@ def test_statements_are_prepared_once_per_connection(postgres_url: str) -> None:
             assert store.get(key) == claim.next.to_dict()
 
 
+def _creates_and_swaps(store: PostgresStore, connection: Any, prefix: str) -> list[list[str]]:
+    """What ``connection`` sends for 8 creates, then their 8 claims, through ``store``."""
+    records = [created_record(f"{prefix}-{index}") for index in range(8)]
+    claims = [(key, claim_execution(created, attempt_id="a", at=NOW)) for key, created in records]
+    operations: list[Callable[[], object]] = [
+        functools.partial(store.create_if_absent, *pair) for pair in records
+    ]
+    operations += [
+        functools.partial(store.compare_and_swap, key, claim.expected_revision, claim.next)
+        for key, claim in claims
+    ]
+    sent = _per_operation(connection, operations)
+    for key, claim in claims:
+        assert store.get(key) == claim.next.to_dict()
+    return sent
+
+
+def test_prepare_threshold_none_never_prepares_on_any_pool(postgres_url: str) -> None:  # noqa: F811
+    """``prepare_threshold=None`` (as behind PgBouncer without prepared statements): on
+    the store's own pool, opened through ``open_store``, and on a caller's pool whose
+    connections would prepare, every statement stays unnamed; the same caller's pool
+    under a store with the default prepares, so it is the option that stops it."""
+    url = postgres_url
+    with open_any_store(url, prepare_threshold=None, table=fresh_table(), max_size=1) as own:
+        assert isinstance(own, PostgresStore)
+        assert own.get("set-up") is None
+        connection = own._pool.getconn()
+        own._pool.putconn(connection)
+        assert connection.prepare_threshold is None
+        assert _creates_and_swaps(own, connection, "own") == [ONE_STATEMENT] * 16
+
+    preparing = {"autocommit": True}  # psycopg's default threshold, 5
+    with ConnectionPool(url, min_size=1, max_size=1, kwargs=preparing, open=True) as pool:
+        unprepared = PostgresStore(pool, table=fresh_table(), prepare_threshold=None)
+        assert unprepared.get("set-up") is None
+        connection = pool.getconn()
+        pool.putconn(connection)
+        assert connection.prepare_threshold == 5
+        assert _creates_and_swaps(unprepared, connection, "callers") == [ONE_STATEMENT] * 16
+        default = PostgresStore(pool, table=fresh_table())  # statements new to psycopg
+        assert default.get("set-up") is None
+        sent = _creates_and_swaps(default, connection, "default")
+        _prepared_once(sent[:8])
+        _prepared_once(sent[8:])
+
+
+def test_prepare_threshold_reaches_the_own_pools_connections(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """0 prepares a statement on its first run: the create's first run is already the
+    one Parse of a named statement, and every later run only binds it."""
+    with PostgresStore(postgres_url, table=fresh_table(), max_size=1, prepare_threshold=0) as store:
+        assert store.get("set-up") is None
+        connection = store._pool.getconn()
+        store._pool.putconn(connection)
+        assert connection.prepare_threshold == 0
+        sent = _creates_and_swaps(store, connection, "eager")
+        for ops in (sent[0], sent[8]):
+            assert ops == ["Parse", "Sync", *PREPARED]
+        assert sent[1:8] == sent[9:] == [PREPARED] * 7
+
+
+@pytest.mark.parametrize("threshold", [True, False, -1, 1.5, "5", 1_000_001])
+def test_bad_prepare_thresholds_are_refused_before_anything_is_sent(threshold: object) -> None:
+    nowhere = f"postgresql://tec_app:pw@127.0.0.1:{free_port()}/tec"
+    makers: list[Callable[..., object]] = [
+        PostgresStore,
+        AsyncPostgresStore,
+        PostgresStore.from_url,
+        open_any_store,
+    ]
+    for make in makers:
+        with pytest.raises(CheckpointError) as caught:
+            make(nowhere, prepare_threshold=threshold)
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+        assert caught.value.field == "prepare_threshold"
+
+
 def test_async_operations_are_one_round_trip_each(postgres_url: str) -> None:  # noqa: F811
     async def scenario() -> list[list[str]]:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(

@@ -58,6 +58,7 @@ _POSTGRES_OPTIONS = (
     "max_size",
     "create_table",
     "durable",
+    "prepare_threshold",
 )
 
 

@@ -27,13 +27,14 @@ The contract (see :mod:`tool_execution_checkpoint.stores`):
   newest row version under concurrent updates (READ COMMITTED), so two CASes from the
   same revision never both win.
 - Every operation is one round trip: autocommit (no BEGIN/COMMIT), no connection check
-  on checkout. Statements follow the connection's ``prepare_threshold`` (psycopg's
-  default on the store's own pool): a statement run often on a connection is prepared
-  there once, in one Parse round trip that runs nothing, and is then only bound and run,
-  so the server does not parse and plan it on every call. Behind a pooler that cannot
-  keep prepared statements (PgBouncer in transaction mode before 1.21, or without
-  ``max_prepared_statements``), pass a pool whose connections have
-  ``prepare_threshold=None``: every statement is then unnamed. Durability is the server's:
+  on checkout. Statements follow psycopg's ``prepare_threshold`` (its default, 5, on
+  the store's own pool): a statement run often on a connection is prepared there once,
+  in one Parse round trip that runs nothing, and is then only bound and run, so the
+  server does not parse and plan it on every call. Behind a transaction-mode pooler
+  that cannot keep prepared statements (PgBouncer before 1.21 or with
+  ``max_prepared_statements = 0``; psycopg asks for PgBouncer 1.22 and libpq 17 to
+  deallocate through it), pass ``prepare_threshold=None``: no statement the store
+  sends is ever prepared, on its own pool or on a caller's. Durability is the server's:
   a reported success has been committed, and with ``synchronous_commit`` on (the
   default, checked at first use) it has been flushed to the WAL. The one exception, by
   default, is a swap that marks a record delivered (a status of
@@ -296,8 +297,24 @@ class _Target:
         return self.fields.get("password") or None
 
 
-def _connect_kwargs(target: _Target, timeout: float) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"autocommit": True, "client_encoding": "UTF8"}
+def _check_prepare_threshold(value: object) -> int | None:
+    if value is None or (type(value) is int and 0 <= value <= 1_000_000):
+        return value
+    raise CheckpointError(
+        ErrorCode.INVALID_ARGUMENT,
+        "must be None (never prepare) or an int from 0 to 1000000",
+        field="prepare_threshold",
+    )
+
+
+def _connect_kwargs(
+    target: _Target, timeout: float, prepare_threshold: int | None
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "client_encoding": "UTF8",
+        "prepare_threshold": prepare_threshold,
+    }
     if "connect_timeout" not in target.fields:
         # libpq counts whole seconds and treats anything below 2 as 2.
         kwargs["connect_timeout"] = str(max(2, math.ceil(timeout)))
@@ -735,6 +752,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
         create_table: bool = True,
         durable: bool = True,
         synchronous_delivered: bool = False,
+        prepare_threshold: int | None = 5,
     ) -> None:
         self._sql = _Sql(
             _check_name(schema, _SCHEMA_NAME, "schema", 63),
@@ -745,6 +763,11 @@ class _PostgresStoreBase(Generic[_PoolT]):
         self._create_table = bool(create_table)
         self._durable = bool(durable)
         self._relax = not check_flag(synchronous_delivered, "synchronous_delivered")
+        threshold = _check_prepare_threshold(prepare_threshold)
+        self._threshold = threshold
+        self._prepare: bool | None = None if threshold is not None else False
+        """Passed as every statement's ``prepare``: None lets the connection's threshold
+        decide; False (with ``prepare_threshold=None``) never prepares, on any pool."""
         self._ready = False
         self._closed = False
         self._order: list[str] = _STATUSES  # the server's order, read at setup
@@ -760,7 +783,7 @@ class _PostgresStoreBase(Generic[_PoolT]):
             self._owns_pool = True
             self._pool = self._POOL(
                 self._target.conninfo,
-                kwargs=_connect_kwargs(self._target, self._timeout),
+                kwargs=_connect_kwargs(self._target, self._timeout, threshold),
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
@@ -903,6 +926,13 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             flush as the server's ``synchronous_commit`` says. With True, every write
             waits. It must be a bool (from :meth:`from_url` and :func:`open_url` too, as
             a keyword option: the URL's query is libpq's).
+        prepare_threshold: psycopg's setting: after how many runs on one connection a
+            statement is prepared there (5, psycopg's default; 0 prepares it on its first
+            run). It is each connection's setting on the store's own pool; on a caller's
+            pool an int leaves the pool's own connections' setting in force. None never
+            prepares, on any pool: no statement the store sends is named, as a
+            transaction-mode pooler without prepared statements needs. A keyword option
+            of :meth:`from_url` and :func:`open_url` too.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for a bad argument, before anything is sent.
@@ -948,7 +978,8 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         assert self._target is not None
         try:
             return psycopg.connect(
-                self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
+                self._target.conninfo,
+                **_connect_kwargs(self._target, self._timeout, self._threshold),
             )
         except psycopg.Error as error:
             failure = _connect_failure(error, self._target)
@@ -1023,7 +1054,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
             while True:
                 with connection.transaction() if step.transaction else contextlib.nullcontext():
                     for query, params in step.statements:
-                        cursor = connection.execute(query, params)
+                        cursor = connection.execute(query, params, prepare=self._prepare)
                 rows = cursor.fetchall() if cursor.description is not None else []
                 step = setup.send(rows)
         except StopIteration:
@@ -1061,7 +1092,7 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 connection.autocommit = True
-            cursor = connection.execute(statement.query, statement.params)
+            cursor = connection.execute(statement.query, statement.params, prepare=self._prepare)
             return cursor.rowcount, [] if statement.write else cursor.fetchall()
         except psycopg.Error as error:
             failure = _operation_failure(error, statement.operation, write=statement.write)
@@ -1158,7 +1189,8 @@ def open_url(url: str, *, create: bool = True, **options: Any) -> PostgresStore:
     :func:`tool_execution_checkpoint.open_store`: :meth:`PostgresStore.from_url`, with
     the same URLs, errors and options (``create``, and the constructor's ``schema``,
     ``table``, ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``,
-    ``durable``, ``synchronous_delivered``). Nothing is sent before the first
+    ``durable``, ``synchronous_delivered``, ``prepare_threshold``). Nothing is sent
+    before the first
     operation."""
     return PostgresStore.from_url(url, create=create, **options)
 
@@ -1197,7 +1229,8 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         assert self._target is not None
         try:
             return await psycopg.AsyncConnection.connect(
-                self._target.conninfo, **_connect_kwargs(self._target, self._timeout)
+                self._target.conninfo,
+                **_connect_kwargs(self._target, self._timeout, self._threshold),
             )
         except psycopg.Error as error:
             failure = _connect_failure(error, self._target)
@@ -1271,7 +1304,7 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
                     connection.transaction() if step.transaction else contextlib.nullcontext()
                 ):
                     for query, params in step.statements:
-                        cursor = await connection.execute(query, params)
+                        cursor = await connection.execute(query, params, prepare=self._prepare)
                 rows = await cursor.fetchall() if cursor.description is not None else []
                 step = setup.send(rows)
         except StopIteration:
@@ -1307,7 +1340,9 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         try:
             if borrowed_without_autocommit:  # a caller's pool: local switch, no round trip
                 await connection.set_autocommit(True)
-            cursor = await connection.execute(statement.query, statement.params)
+            cursor = await connection.execute(
+                statement.query, statement.params, prepare=self._prepare
+            )
             return cursor.rowcount, [] if statement.write else await cursor.fetchall()
         except psycopg.Error as error:
             failure = _operation_failure(error, statement.operation, write=statement.write)
