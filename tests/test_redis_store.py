@@ -1132,3 +1132,20 @@ def test_a_hash_without_its_record_field_is_a_broken_record_not_no_record(
     finally:
         client.close()
         store.close()
+
+
+def test_a_stale_index_entry_never_lists_a_record_under_a_status_it_does_not_hold(
+    admin: redis.Redis,
+    redis_url: str,  # noqa: F811
+) -> None:
+    """As a durable swap after a lost relaxed one can leave (the store's "Delivered
+    marks"): the key also sits in another status's index. Listings check each record's
+    own status, so it is listed once, under the status it holds."""
+    store = new_store(redis_url)
+    record = create_checkpoint(binding(), created_at=NOW)
+    assert store.create_if_absent("k", record)
+    admin.zadd(f"{store.prefix}idx:delivering", {"k": 0})
+    assert store.list_records([Status.DELIVERING]) == []
+    both = store.list_records([Status.READY, Status.DELIVERING])
+    assert both == [RecordSummary.of("k", record)]
+    store.close()

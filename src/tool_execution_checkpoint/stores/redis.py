@@ -1371,13 +1371,19 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
     ``get`` reads back exactly the record written.
 
     *What may be lost.* Such a mark reaches the disk only when the AOF is next rewritten
-    (BGREWRITEAOF, by hand or automatic) or on a replica, which appends what it receives.
+    (BGREWRITEAOF, by hand or automatic), or on a replica with ``appendonly yes``, which
+    appends what it receives; a replica keeps it only until a full resync from a primary
+    restarted without it (promoted before that primary returns, it keeps the mark).
     A restart from the AOF before that, after a crash or a clean shutdown alike, reads the
     record back as the one before: delivering, with its result. This is a longer window
     than PostgreSQL's: run BGREWRITEAOF before a planned restart to keep the marks. The
-    record's hash and index entries are kept or lost together, and no later write
-    depends on a lost mark (nothing leaves delivered except by another relaxed write), so
-    nothing is left half-written.
+    record's hash and index entries are kept or lost together. With the default on every
+    store, nothing leaves delivered except by another relaxed write (prune_result), so
+    nothing is left half-written. Where stores on one server differ in this setting, a
+    durable prune after a mark that a restart then loses comes back as the pruned
+    record with a stale entry under delivering in the status index as well: listings
+    check each record's own status, so it is never listed as delivering, and the entry
+    costs one extra fetch when delivering is listed.
 
     *Why the default is safe.* No guarantee depends on the delivered mark (the table
     marks the transitions that land in delivered non-durable and refuses that for any
