@@ -1190,8 +1190,7 @@ def open_url(url: str, *, create: bool = True, **options: Any) -> PostgresStore:
     the same URLs, errors and options (``create``, and the constructor's ``schema``,
     ``table``, ``connect_timeout``, ``min_size``, ``max_size``, ``create_table``,
     ``durable``, ``synchronous_delivered``, ``prepare_threshold``). Nothing is sent
-    before the first
-    operation."""
+    before the first operation."""
     return PostgresStore.from_url(url, create=create, **options)
 
 
