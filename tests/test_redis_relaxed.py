@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -106,51 +108,22 @@ DURABLE = ("create", "claim", "result", "delivery claim")
 """The writes that take a call to delivering, each of which must be appended."""
 
 
-def _measure_sync(server: RedisServer, *, synchronous_delivered: bool) -> dict[str, int]:
+async def _settled(value: Any) -> Any:
+    """``value``, awaited when a store method of the asyncio store returned a coroutine."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def _measure(server: RedisServer, kind: str, *, synchronous_delivered: bool) -> dict[str, int]:
     """The fewest AOF bytes any one of N calls' durable writes added, by write (each
-    measured alone), then the AOF bytes that N completions and then N prunes added;
-    each swap read back exactly."""
-    with RedisStore.from_url(
-        server.url(),
-        prefix=f"sync-{time.monotonic_ns()}:",
-        synchronous_delivered=synchronous_delivered,
-    ) as store:
-        measured: dict[str, int] = {}
-        records = []
-        for index in range(N):
-            key, created, steps = _delivering(f"call-{synchronous_delivered}-{index}")
-            writes: list[Callable[[], bool]] = [
-                functools.partial(store.create_if_absent, key, created)
-            ]
-            writes += [
-                functools.partial(store.compare_and_swap, key, step.expected_revision, step.next)
-                for step in steps
-            ]
-            for name, write in zip(DURABLE, writes, strict=True):
-                before = _aof_size(server)
-                assert write()
-                grown = _aof_size(server) - before
-                measured[name] = min(measured.get(name, grown), grown)
-            records.append((key, steps[-1].next))
-        completions = _completions(records)
-        prunes = _prunes(completions)
-        for name, swaps in (("complete", completions), ("prune", prunes)):
-            before = _aof_size(server)
-            for key, transition in swaps:
-                assert store.compare_and_swap(key, transition.expected_revision, transition.next)
-            measured[name] = _aof_size(server) - before
-        for key, transition in prunes:
-            assert store.get(key) == transition.next.to_dict()
-        return measured
-
-
-def _measure_async(server: RedisServer, *, synchronous_delivered: bool) -> dict[str, int]:
-    """:func:`_measure_sync` through the asyncio store."""
+    measured alone and made when it is awaited), then the AOF bytes that N completions
+    and then N prunes added; each swap read back exactly. ``kind`` picks the store: the
+    sync one or the asyncio one, driven by the same steps."""
+    opener = RedisStore if kind == "sync" else AsyncRedisStore
 
     async def scenario() -> dict[str, int]:
-        store = AsyncRedisStore.from_url(
+        store = opener.from_url(
             server.url(),
-            prefix=f"async-{time.monotonic_ns()}:",
+            prefix=f"{kind}-{time.monotonic_ns()}:",
             synchronous_delivered=synchronous_delivered,
         )
         try:
@@ -158,7 +131,7 @@ def _measure_async(server: RedisServer, *, synchronous_delivered: bool) -> dict[
             records = []
             for index in range(N):
                 key, created, steps = _delivering(f"call-{synchronous_delivered}-{index}")
-                writes: list[Callable[[], Awaitable[bool]]] = [
+                writes: list[Callable[[], object]] = [
                     functools.partial(store.create_if_absent, key, created)
                 ]
                 writes += [
@@ -169,7 +142,7 @@ def _measure_async(server: RedisServer, *, synchronous_delivered: bool) -> dict[
                 ]
                 for name, write in zip(DURABLE, writes, strict=True):
                     before = _aof_size(server)
-                    assert await write()
+                    assert await _settled(write())
                     grown = _aof_size(server) - before
                     measured[name] = min(measured.get(name, grown), grown)
                 records.append((key, steps[-1].next))
@@ -178,15 +151,18 @@ def _measure_async(server: RedisServer, *, synchronous_delivered: bool) -> dict[
             for name, swaps in (("complete", completions), ("prune", prunes)):
                 before = _aof_size(server)
                 for key, transition in swaps:
-                    assert await store.compare_and_swap(
-                        key, transition.expected_revision, transition.next
+                    assert await _settled(
+                        store.compare_and_swap(key, transition.expected_revision, transition.next)
                     )
                 measured[name] = _aof_size(server) - before
             for key, transition in prunes:
-                assert await store.get(key) == transition.next.to_dict()
+                assert await _settled(store.get(key)) == transition.next.to_dict()
             return measured
         finally:
-            await store.aclose()
+            if isinstance(store, RedisStore):
+                store.close()
+            else:
+                await store.aclose()
 
     return asyncio.run(scenario())
 
@@ -204,9 +180,6 @@ def _check_relaxed(measured: dict[str, int]) -> None:
     assert measured["prune"] == 0, measured
 
 
-MEASURES = {"sync": _measure_sync, "async": _measure_async}
-
-
 def test_delivered_is_the_only_relaxed_status() -> None:
     """What the store relaxes is the table's, not its own list: delivered, today."""
     assert TABLE.relaxed_statuses == frozenset({Status.DELIVERED})
@@ -216,7 +189,7 @@ def test_delivered_is_the_only_relaxed_status() -> None:
 def test_a_delivered_mark_is_not_appended_and_every_other_write_is(
     quiet_server: RedisServer, kind: str
 ) -> None:
-    measured = MEASURES[kind](quiet_server, synchronous_delivered=False)
+    measured = _measure(quiet_server, kind, synchronous_delivered=False)
     print(f"{kind}, {N} calls, synchronous_delivered=False, AOF bytes: {measured}")
     _check_relaxed(measured)
 
@@ -231,7 +204,7 @@ def test_the_check_catches_a_store_that_relaxes_a_claim(
         "Relaxing", (), {"relaxed_statuses": TABLE.relaxed_statuses | {Status.EXECUTING}}
     )
     monkeypatch.setattr("tool_execution_checkpoint.stores.redis.TABLE", relaxing)
-    measured = MEASURES[kind](quiet_server, synchronous_delivered=False)
+    measured = _measure(quiet_server, kind, synchronous_delivered=False)
     assert measured["claim"] == 0, measured
     with pytest.raises(AssertionError):
         _check_relaxed(measured)
@@ -239,7 +212,7 @@ def test_the_check_catches_a_store_that_relaxes_a_claim(
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_synchronous_delivered_appends_every_write(quiet_server: RedisServer, kind: str) -> None:
-    measured = MEASURES[kind](quiet_server, synchronous_delivered=True)
+    measured = _measure(quiet_server, kind, synchronous_delivered=True)
     print(f"{kind}, {N} calls, synchronous_delivered=True, AOF bytes: {measured}")
     _check_appended(measured)
     for name in ("complete", "prune"):
