@@ -87,7 +87,6 @@ class RawRedis:
         # The store's default: a delivered mark's effects are not appended to the AOF.
         self.swap_relaxed = client.register_script(SCRIPTS["swap_relaxed"])
         self.indexes = {status: f"{prefix}idx:{status.value}" for status in Status}
-        self.names = [status.value for status in Status]
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         args = [
@@ -112,7 +111,6 @@ class RawRedis:
             timestamp_microseconds(record.updated_at),
             record.to_json(),
             key,
-            *self.names,
         ]
         keys = [self.prefix + "rec:" + key, *self.indexes.values()]
         swap = self.swap_relaxed if record.status is Status.DELIVERED else self.swap

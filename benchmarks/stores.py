@@ -474,7 +474,6 @@ def redis_pair(directory: Path) -> Iterator[Pair]:
                 updated_us,
                 text,
                 key,
-                *self.names,
             ]
             keys = [self.prefix + "rec:" + key, *self.indexes.values()]
             swap = self.swap_relaxed if record["status"] == "delivered" else self.swap

@@ -485,8 +485,15 @@ return 1
 """
 )
 
-# KEYS[1]: the record's hash; KEYS[2..n]: the index of each status named in ARGV[7..].
-# ARGV: expected revision, revision, status, updated_us, record JSON, key, status names.
+# The status names, in the order of the index keys a swap passes, written into the
+# script's text (they are plain identifiers, safe between Lua quotes) rather than sent
+# with every swap.
+_LUA_STATUSES = (
+    "local statuses = {" + ", ".join(f"'{status.value}'" for status in _STATUSES) + "}\n"
+)
+
+# KEYS[1]: the record's hash; KEYS[i + 1]: the index of the status statuses[i].
+# ARGV: expected revision, revision, status, updated_us, record JSON, key.
 # Revisions are compared as decimal text: Lua numbers are doubles, revisions go to 2^63-1.
 _SWAP_BODY = """
 local stored = redis.call('HMGET', KEYS[1], 'revision', 'status')
@@ -494,9 +501,9 @@ if stored[1] ~= ARGV[1] then
   return 0
 end
 local old_index, new_index = false, false
-for i = 2, #KEYS do
-  if ARGV[i + 5] == stored[2] then old_index = KEYS[i] end
-  if ARGV[i + 5] == ARGV[3] then new_index = KEYS[i] end
+for i, name in ipairs(statuses) do
+  if name == stored[2] then old_index = KEYS[i + 1] end
+  if name == ARGV[3] then new_index = KEYS[i + 1] end
 end
 if not new_index or (old_index and not usable(old_index)) or not usable(new_index) then
   return redis.error_reply('WRONGTYPE an index key of the store holds a foreign value')
@@ -509,13 +516,13 @@ end
 redis.call('ZADD', new_index, ARGV[4], ARGV[6])
 return 1
 """
-_SWAP = _Script.of("#!lua\n" + _USABLE_INDEX + _SWAP_BODY)
+_SWAP = _Script.of("#!lua\n" + _USABLE_INDEX + _LUA_STATUSES + _SWAP_BODY)
 # The relaxed swap is the same script, its effects sent to replicas but not appended to
 # the append-only file: nothing waits for an fsync of it (see RedisStore, "Delivered
 # marks"). set_repl comes first, before any write, so all of the script's effects go
 # alike: the record's hash and its index entries are kept, or lost, together.
 _SWAP_RELAXED = _Script.of(
-    "#!lua\nredis.set_repl(redis.REPL_REPLICA)\n" + _USABLE_INDEX + _SWAP_BODY
+    "#!lua\nredis.set_repl(redis.REPL_REPLICA)\n" + _USABLE_INDEX + _LUA_STATUSES + _SWAP_BODY
 )
 
 # KEYS: the indexes to read. ARGV[1]: the highest score to include.
@@ -691,7 +698,6 @@ class _Layout:
         self._indexes = tuple(
             {status: head + b"idx:" + status.value.encode() for status in Status} for head in heads
         )
-        self._status_names = tuple(status.value.encode() for status in _STATUSES)
         self._all_indexes = tuple(
             tuple(indexes[status] for status in _STATUSES) for indexes in self._indexes
         )
@@ -739,7 +745,6 @@ class _Layout:
             str(timestamp_microseconds(record.updated_at)).encode("ascii"),
             record.to_json().encode("utf-8"),
             key.encode("utf-8"),
-            *self._status_names,
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
         relaxed = self.relax and record.status in TABLE.relaxed_statuses
