@@ -23,7 +23,9 @@ import redis
 import redis.asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis._parsers.encoders import Encoder
 from redis.backoff import NoBackoff
+from redis.connection import PythonRespSerializer
 from redis.retry import Retry
 
 from redis_server import (  # noqa: F401
@@ -74,6 +76,7 @@ from tool_execution_checkpoint.stores.redis import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
+    _packed,
 )
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
@@ -480,6 +483,24 @@ def test_a_flushed_script_cache_costs_one_script_load_and_nothing_else(
     admin.script_flush()
     assert asyncio.run(async_twin()) is True
     store.close()
+
+
+# A command: its name (redis-py would split one holding a space, and none does), then
+# any bytes at all, empty, binary or past redis-py's 6,000-byte cutoff.
+_COMMANDS = st.tuples(
+    st.binary(min_size=1, max_size=16).filter(lambda name: b" " not in name),
+    st.lists(st.binary(max_size=9000), max_size=20),
+).map(lambda command: [command[0], *command[1]])
+
+
+@settings(max_examples=300)
+@given(st.lists(_COMMANDS, min_size=1, max_size=4))
+def test_commands_are_packed_as_redis_py_packs_them(commands: list[list[bytes]]) -> None:
+    """The store packs its commands itself (their arguments are bytes already): the
+    bytes on the wire are those of redis-py's own packer."""
+    packer: Any = PythonRespSerializer(6000, cast(Any, Encoder)("utf-8", "strict", False).encode)
+    expected = b"".join(b"".join(packer.pack(*command)) for command in commands)
+    assert _packed(*commands) == (expected,)
 
 
 # --- exact round trips --------------------------------------------------------------------

@@ -454,6 +454,20 @@ class _Batch:
     requests: tuple[_Request, ...]
 
 
+def _packed(*commands: Sequence[bytes]) -> tuple[bytes]:
+    """``commands`` in the Redis protocol, as one buffer for ``send_packed_command``.
+
+    A request is an array of bulk strings in RESP2 and RESP3 alike; the store's
+    arguments are bytes already, so redis-py's general packer (which encodes each
+    argument and re-joins the buffer at every one) is not needed."""
+    parts: list[bytes] = []
+    for command in commands:
+        parts.append(b"*%d\r\n" % len(command))
+        for argument in command:
+            parts += (b"$%d\r\n" % len(argument), argument, b"\r\n")
+    return (b"".join(parts),)
+
+
 _Operation = Generator[_Request | _Batch, object, _T]
 
 # Both write scripts check every key they will write before writing any, so that a
@@ -890,7 +904,7 @@ def _text(value: object) -> str:
 
 
 class _SyncConnection(Protocol):
-    def send_command(self, *args: bytes) -> None: ...
+    def send_packed_command(self, command: Sequence[bytes], check_health: bool = ...) -> None: ...
 
     def read_response(self, disable_decoding: bool = ...) -> object: ...
 
@@ -904,7 +918,9 @@ class _SyncPool(Protocol):
 
 
 class _AsyncConnection(Protocol):
-    async def send_command(self, *args: bytes) -> None: ...
+    async def send_packed_command(
+        self, command: Sequence[bytes], check_health: bool = ...
+    ) -> None: ...
 
     async def read_response(self, disable_decoding: bool = ...) -> object: ...
 
@@ -1611,8 +1627,7 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
             raise failure from error
         answers: list[object] = []
         try:
-            for request in requests:
-                connection.send_command(*request.args)
+            connection.send_packed_command(_packed(*(request.args for request in requests)))
             for _request in requests:
                 try:
                     answers.append(connection.read_response(disable_decoding=True))
@@ -1651,7 +1666,7 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
             raise failure from error
         try:
             if asking:
-                connection.send_command(b"ASKING")
+                connection.send_packed_command(_packed((b"ASKING",)))
                 connection.read_response(disable_decoding=True)
             return _exchange(connection, request)
         except Exception as error:
@@ -1702,15 +1717,15 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
 def _exchange(connection: _SyncConnection, request: _Request) -> object:
     """Send the request once and read its reply; after NOSCRIPT (the script did not
     run), load the script and send it once more."""
-    connection.send_command(*request.args)
+    connection.send_packed_command(_packed(request.args))
     try:
         return connection.read_response(disable_decoding=True)
     except NoScriptError:
         if request.script is None:
             raise
-    connection.send_command(b"SCRIPT", b"LOAD", request.script.text)
+    connection.send_packed_command(_packed((b"SCRIPT", b"LOAD", request.script.text)))
     connection.read_response(disable_decoding=True)
-    connection.send_command(*request.args)
+    connection.send_packed_command(_packed(request.args))
     return connection.read_response(disable_decoding=True)
 
 
@@ -1907,8 +1922,7 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
             raise failure from error
         answers: list[object] = []
         try:
-            for request in requests:
-                await connection.send_command(*request.args)
+            await connection.send_packed_command(_packed(*(request.args for request in requests)))
             for _request in requests:
                 try:
                     answers.append(await connection.read_response(disable_decoding=True))
@@ -1945,7 +1959,7 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
             raise failure from error
         try:
             if asking:
-                await connection.send_command(b"ASKING")
+                await connection.send_packed_command(_packed((b"ASKING",)))
                 await connection.read_response(disable_decoding=True)
             return await _async_exchange(connection, request)
         except Exception as error:
@@ -1980,15 +1994,15 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
 
 async def _async_exchange(connection: _AsyncConnection, request: _Request) -> object:
     """See :func:`_exchange`."""
-    await connection.send_command(*request.args)
+    await connection.send_packed_command(_packed(request.args))
     try:
         return await connection.read_response(disable_decoding=True)
     except NoScriptError:
         if request.script is None:
             raise
-    await connection.send_command(b"SCRIPT", b"LOAD", request.script.text)
+    await connection.send_packed_command(_packed((b"SCRIPT", b"LOAD", request.script.text)))
     await connection.read_response(disable_decoding=True)
-    await connection.send_command(*request.args)
+    await connection.send_packed_command(_packed(request.args))
     return await connection.read_response(disable_decoding=True)
 
 
