@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,40 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
             assert details["missed_by"] == pytest.approx(max(figure["ratio"] - 1.0, 0), abs=1e-3)
     library_rows = [f for f in figures.values() if f["target"] is not None]
     assert len(library_rows) == 8
+
+
+def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands(
+    tmp_path: Path,
+) -> None:
+    """``benchmarks/redis_breakdown.py --quick``: every side's client CPU per call, and
+    the server's commands per call exactly as the two subjects send them: three EVALSHA
+    and the 16 commands their scripts run (create: EXISTS, TYPE, HSET, ZADD; each swap:
+    HMGET, TYPE, TYPE, HSET, ZREM, ZADD) for run_once, two SETs for powertools."""
+    pytest.importorskip("aws_lambda_powertools", reason="the bench extra (make bench)")
+    output = tmp_path / "breakdown.json"
+    script = str(ROOT / "benchmarks" / "redis_breakdown.py")
+    done = subprocess.run(
+        [sys.executable, script, "--quick", "--json", str(output)],
+        env={**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "0"},  # the defaults it measures
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(output.read_text(encoding="utf-8"))
+    cpu = document["client_cpu_us_per_call"]
+    assert set(cpu) == {
+        "run_once, RedisStore",
+        "powertools",
+        "run_once, no I/O",
+        "the store's 3 writes",
+        "powertools' 2 SETs",
+    }
+    assert all(_positive(value) for value in cpu.values())
+    servers = document["server_per_call"]
+    assert servers["run_once, RedisStore"]["commands"] == 19
+    assert servers["powertools"]["commands"] == 2
+    assert all(_positive(row["usec"]) for row in servers.values())
+    assert document["contracts_enabled"] is False
+    assert "library outside the writes" in done.stdout
