@@ -4,7 +4,7 @@ catch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tool_execution_checkpoint import Checkpoint, Status
@@ -41,7 +41,7 @@ class RerunsOnReconcile(HostProtocol):
 
     def decide(self, state: CallState, record: Checkpoint) -> Step:
         if record.status is Status.EXECUTING and not state.ran:
-            return RunTool(), replace(state, phase=Phase.RUN, record=record, ran=True)
+            return RunTool(), state._replace(phase=Phase.RUN, record=record, ran=True)
         return super().decide(state, record)
 
 
@@ -61,12 +61,12 @@ class ReportsOwnClaimAsLost(HostProtocol):
     def decide(self, state: CallState, record: Checkpoint) -> Step:
         claimed = record.status in (Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING)
         if state.lost and claimed:
-            return self.finish(replace(state, record=record), RunStatus.LOST_TO_ANOTHER_WORKER)
+            return self.finish(state._replace(record=record), RunStatus.LOST_TO_ANOTHER_WORKER)
         return super().decide(state, record)
 
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         if isinstance(answer, StoreFault) and state.writing in (Phase.CREATE, Phase.CLAIM):
-            return self.claim_not_landed(replace(state, phase=state.writing, writing=None), None)
+            return self.claim_not_landed(state._replace(phase=state.writing, writing=None), None)
         return super().after_confirm(state, answer)
 
 

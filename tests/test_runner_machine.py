@@ -9,7 +9,6 @@ what a driver never shows: how many requests a bound allows and the state betwee
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -295,7 +294,7 @@ def test_the_invariant_check_catches_a_state_that_keeps_a_stale_write() -> None:
     class KeepsItsClaim(HostProtocol):
         def claim_landed(self, state: CallState) -> Any:
             request, after = super().claim_landed(state)
-            return request, dataclasses.replace(after, pending=state.pending)
+            return request, after._replace(pending=state.pending)
 
     with pytest.raises(AssertionError):
         Script().run(KeepsItsClaim(BINDING))
