@@ -309,7 +309,7 @@ class Phase(enum.Enum):
 
 class CallState(NamedTuple):
     """Everything one call knows, as a hashable value (a named tuple: the runner makes
-    one per step, and a tuple is made several times faster than a frozen dataclass).
+    one per step, and a tuple is cheaper to make than a frozen dataclass).
 
     Attributes:
         phase: What the last request was.
