@@ -357,50 +357,6 @@ class CallState(NamedTuple):
         return self.phase is not Phase.DONE and self.owns(claim_id(record))
 
 
-class _Keep(enum.Enum):
-    """The default of :func:`_evolve`'s parameters: keep the field as it is."""
-
-    KEEP = enum.auto()
-
-
-_KEEP: Final = _Keep.KEEP
-
-
-def _evolve(
-    state: CallState,
-    *,
-    phase: Phase | _Keep = _KEEP,
-    record: Checkpoint | _Keep | None = _KEEP,
-    pending: Transition | _Keep | None = _KEEP,
-    writing: Phase | _Keep | None = _KEEP,
-    claims: int | _Keep = _KEEP,
-    ran: bool | _Keep = _KEEP,
-    lost: bool | _Keep = _KEEP,
-    rounds: int | _Keep = _KEEP,
-    retries: int | _Keep = _KEEP,
-    polls: int | _Keep = _KEEP,
-    reason: str | _Keep | None = _KEEP,
-    reraise: bool | _Keep = _KEEP,
-) -> CallState:
-    """``state._replace(...)`` for the fields given, spelled out: a new
-    :class:`CallState` equal to what ``_replace`` makes (the token never changes)."""
-    return CallState(
-        state.phase if phase is _KEEP else phase,
-        state.token,
-        state.record if record is _KEEP else record,
-        state.pending if pending is _KEEP else pending,
-        state.writing if writing is _KEEP else writing,
-        state.claims if claims is _KEEP else claims,
-        state.ran if ran is _KEEP else ran,
-        state.lost if lost is _KEEP else lost,
-        state.rounds if rounds is _KEEP else rounds,
-        state.retries if retries is _KEEP else retries,
-        state.polls if polls is _KEEP else polls,
-        state.reason if reason is _KEEP else reason,
-        state.reraise if reraise is _KEEP else reraise,
-    )
-
-
 def claim_id(record: Checkpoint) -> str | None:
     """The id of the latest claim ``record`` carries: its delivery id, else its attempt
     id, else None."""
@@ -466,27 +422,27 @@ class HostProtocol:
             return self.claim_landed(state)
         if isinstance(answer, StoreFault):  # it may have landed: read it back
             return self.confirm(state)
-        return self.load(_evolve(state, pending=None))  # a record was stored: decide on it
+        return self.load(state._replace(pending=None))  # a record was stored: decide on it
 
     def load(self, state: CallState) -> Step:
         """Read the record, unless this call has used up its rounds."""
         if state.rounds >= ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the store did not answer")
-        return Get(), _evolve(state, phase=Phase.LOAD)
+        return Get(), state._replace(phase=Phase.LOAD)
 
     def after_load(self, state: CallState, answer: Any) -> Step:
         if isinstance(answer, StoreFault):
-            return self.load(_evolve(state, rounds=state.rounds + 1))
+            return self.load(state._replace(rounds=state.rounds + 1))
         if answer is None:  # nothing stored: create it (again)
             if state.rounds + 1 >= ROUNDS + self.polls:
                 return self.finish(state, RunStatus.STORE_UNAVAILABLE, "no record could be made")
-            return self.start_over(_evolve(state, rounds=state.rounds + 1))
+            return self.start_over(state._replace(rounds=state.rounds + 1))
         return self.decide(state, self.read(answer))
 
     def start_over(self, state: CallState) -> tuple[Create, CallState]:
         """Create the record already claimed by a new claim id, if absent."""
         creation = create_claimed(self.binding, attempt_id=state.claim_id(), at=self.clock())
-        state = _evolve(state, phase=Phase.CREATE, pending=creation, claims=state.claims + 1)
+        state = state._replace(phase=Phase.CREATE, pending=creation, claims=state.claims + 1)
         return Create(creation.next), state
 
     def read(self, answer: Any) -> Checkpoint:
@@ -497,7 +453,7 @@ class HostProtocol:
 
     def decide(self, state: CallState, record: Checkpoint) -> Step:
         """What the record says to do next."""
-        state = _evolve(state, record=record, rounds=state.rounds + 1)
+        state = state._replace(record=record, rounds=state.rounds + 1)
         if state.rounds > ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the record kept moving")
         action = TABLE.statuses[record.status].action
@@ -508,7 +464,7 @@ class HostProtocol:
                 at=self.clock(),
                 max_payload_bytes=self.max_payload_bytes,  # pragma: no mutate (no payload yet)
             )
-            return self.write(_evolve(state, claims=state.claims + 1), Phase.CLAIM, claim)
+            return self.write(state._replace(claims=state.claims + 1), Phase.CLAIM, claim)
         if action is Action.DELIVER:
             claim = claim_delivery(
                 record,
@@ -516,11 +472,11 @@ class HostProtocol:
                 at=self.clock(),
                 max_payload_bytes=self.max_payload_bytes,
             )
-            return self.write(_evolve(state, claims=state.claims + 1), Phase.CLAIM_DELIVERY, claim)
+            return self.write(state._replace(claims=state.claims + 1), Phase.CLAIM_DELIVERY, claim)
         if action is Action.NONE:
             return self.finish(state, RunStatus.ALREADY_DELIVERED)
         if record.status is Status.EXECUTING and not state.ran and state.polls < self.polls:
-            return Sleep(self.poll_seconds), _evolve(state, phase=Phase.WAIT, polls=state.polls + 1)
+            return Sleep(self.poll_seconds), state._replace(phase=Phase.WAIT, polls=state.polls + 1)
         if (state.lost or state.ran) and not state.owns(claim_id(record)):
             # another worker holds a claim this call did not win
             return self.finish(state, RunStatus.LOST_TO_ANOTHER_WORKER)
@@ -543,16 +499,16 @@ class HostProtocol:
         """Swap ``transition``; its answer goes to ``phase``'s handler. A resend keeps the
         write's count of resends and read-backs; any other write starts it afresh."""
         retries = state.retries if resend else 0
-        return Swap(transition), _evolve(state, phase=phase, pending=transition, retries=retries)
+        return Swap(transition), state._replace(phase=phase, pending=transition, retries=retries)
 
     def confirm(self, state: CallState) -> Step:
         """Read back the pending write, unless this call has read back too often."""
         writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
         assert writing is not None
         if state.retries >= RETRIES:
-            return self._then(UNSETTLED, writing)(_evolve(state, phase=writing))  # finishes
-        return Get(), _evolve(
-            state, phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
+            return self._then(UNSETTLED, writing)(state._replace(phase=writing))  # finishes
+        return Get(), state._replace(
+            phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
         )
 
     def _then(self, table: Mapping[Phase, str], phase: Phase) -> Callable[..., Step]:
@@ -562,7 +518,7 @@ class HostProtocol:
     def after_confirm(self, state: CallState, answer: Any) -> Step:
         assert state.pending is not None
         assert state.writing is not None
-        writing = _evolve(state, writing=None)  # each handler below sets its own phase
+        writing = state._replace(writing=None)  # each handler below sets its own phase
         if isinstance(answer, StoreFault):
             return self.confirm(state)
         stored = None if answer is None else self.read(answer)
@@ -585,7 +541,7 @@ class HostProtocol:
     def claim_landed(self, state: CallState) -> Step:
         assert state.pending is not None
         record = state.pending.next
-        return RunTool(), _evolve(state, phase=Phase.RUN, record=record, pending=None, ran=True)
+        return RunTool(), state._replace(phase=Phase.RUN, record=record, pending=None, ran=True)
 
     def claim_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         """The claim (of the execution or of the delivery) is not what the record holds:
@@ -594,7 +550,7 @@ class HostProtocol:
         is another worker's only if the claim it carries now is not this call's (decide
         asks whose it is, so a claim of this call that landed and moved on since, which
         only an operator does, is judged by what it became)."""
-        state = _evolve(state, pending=None, lost=True)
+        state = state._replace(pending=None, lost=True)
         return self.decide(state, stored) if stored is not None else self.load(state)
 
     def claim_unsettled(self, state: CallState) -> Step:
@@ -636,7 +592,7 @@ class HostProtocol:
                 raise  # not the result's fault: a broken record or core is never hidden
             why = f"the tool's result could not be stored: {error.code.value}"
             return self.mark(state, why)
-        state = _evolve(state, reason=reason, claims=state.claims + 1)
+        state = state._replace(reason=reason, claims=state.claims + 1)
         return self.write(state, Phase.STORE, done)
 
     def mark(self, state: CallState, reason: str, *, reraise: bool = False) -> Step:
@@ -649,7 +605,7 @@ class HostProtocol:
         except CheckpointError:  # the tool's own reason was not a valid reason
             reason = "the tool said its outcome is unknown (its reason could not be stored)"
             doubt = mark_execution_uncertain(record, attempt_id=attempt, at=at, reason=reason)
-        return self.write(_evolve(state, reason=reason, reraise=reraise), Phase.MARK, doubt)
+        return self.write(state._replace(reason=reason, reraise=reraise), Phase.MARK, doubt)
 
     def give_up(self, state: CallState, reason: str) -> Step:
         """The tool stopped before any effect: release the claim, then re-raise."""
@@ -657,16 +613,16 @@ class HostProtocol:
         assert record is not None
         assert record.execution is not None
         release = release_execution(record, attempt_id=record.execution.attempt_id, at=self.clock())
-        return self.write(_evolve(state, reason=reason, reraise=True), Phase.GIVE_UP, release)
+        return self.write(state._replace(reason=reason, reraise=True), Phase.GIVE_UP, release)
 
     def gave_up(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = _evolve(state, record=state.pending.next)
+        state = state._replace(record=state.pending.next)
         return self.finish(state, RunStatus.RELEASED, state.reason)
 
     def give_up_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = _evolve(state, record=stored)
+            state = state._replace(record=stored)
         return self.finish(
             state,
             RunStatus.NEEDS_EXECUTION_RECONCILIATION,
@@ -682,7 +638,7 @@ class HostProtocol:
 
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         # Only an operator moves a claim this call holds: go by what it did.
-        state = _evolve(state, pending=None)
+        state = state._replace(pending=None)
         return self.decide(state, stored) if stored is not None else self.load(state)
 
     def store_unsettled(self, state: CallState) -> Step:
@@ -694,12 +650,12 @@ class HostProtocol:
 
     def marked(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = _evolve(state, record=state.pending.next)
+        state = state._replace(record=state.pending.next)
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = _evolve(state, record=stored)
+            state = state._replace(record=stored)
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION)
 
     def mark_unsettled(self, state: CallState) -> Step:
@@ -711,7 +667,7 @@ class HostProtocol:
         assert state.pending is not None
         record = state.pending.next
         assert record.result is not None
-        return Deliver(record.result), _evolve(state, phase=Phase.SEND, record=record, pending=None)
+        return Deliver(record.result), state._replace(phase=Phase.SEND, record=record, pending=None)
 
     delivery_not_landed = claim_not_landed
 
@@ -733,26 +689,26 @@ class HostProtocol:
             release = release_delivery(
                 record, delivery_id=delivery_id, at=at, max_payload_bytes=limit
             )
-            return self.write(_evolve(state, reason=f"not sent: {name}"), Phase.RELEASE, release)
-        state = _evolve(state, reraise=not isinstance(error, Exception))
+            return self.write(state._replace(reason=f"not sent: {name}"), Phase.RELEASE, release)
+        state = state._replace(reraise=not isinstance(error, Exception))
         return self.finish(
             state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, f"the send's outcome is unknown: {name}"
         )
 
     def delivered(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = _evolve(state, record=state.pending.next)
+        state = state._replace(record=state.pending.next)
         done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
         return self.finish(state, done, state.reason)
 
     def released(self, state: CallState) -> Step:
         assert state.pending is not None
-        state = _evolve(state, record=state.pending.next)
+        state = state._replace(record=state.pending.next)
         return self.finish(state, RunStatus.DELIVERY_FAILED, state.reason)
 
     def finish_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         if stored is not None:
-            state = _evolve(state, record=stored)
+            state = state._replace(record=stored)
         return self.finish(
             state,
             RunStatus.NEEDS_DELIVERY_RECONCILIATION,
@@ -769,7 +725,7 @@ class HostProtocol:
     def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
         """End the call: nothing is left pending (so a finished state is one value)."""
         outcome = RunOutcome(status, state.ran, state.record, reason)
-        return outcome, _evolve(state, phase=Phase.DONE, reason=reason, pending=None, writing=None)
+        return outcome, state._replace(phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
