@@ -15,7 +15,12 @@ it run at most once per job id and hands its result to the caller:
   lease, run, complete. Two durable writes; the result is returned, not fenced;
 - aws-lambda-powertools 3.37.0 (``idempotent`` with ``RedisCachePersistenceLayer``, a
   minimal fake Lambda context): SET NX of an in-progress item, run, SET of the result.
-  Two writes; no fencing of the completion. It has no PostgreSQL layer.
+  Two writes; no fencing of the completion. It has no PostgreSQL layer;
+- the same three writes, raw: not a peer but the protocol's floor, what ``run_once``
+  sends for a call with none of the library (stores.raw_lifecycle: dict records,
+  ``json.dumps``, the store's own SQL or Lua scripts with its relaxed delivered mark,
+  through psycopg or plain redis-py, one synchronous caller per worker). Its ratio to
+  the fastest peer is what the three writes alone cost against the peer's two.
 
 Both servers are throwaway and durable, as each library asks for its guarantees:
 PostgreSQL with fsync and synchronous_commit on; Redis with appendonly yes and
@@ -110,6 +115,8 @@ from idemkit import idempotent as idemkit_async
 from idemkit.backends.postgres import PostgresBackend, init_pg
 from idemkit.backends.redis import RedisBackend
 from idemkit.core.sync_bridge import run_sync
+from psycopg_pool import ConnectionPool
+from stores import RawPostgres, RawRedisRecords, raw_lifecycle
 
 from tool_execution_checkpoint import Binding, RunStatus, run_once, run_once_async
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
@@ -127,6 +134,9 @@ WORKERS = (1, 8)
 POOL = max(WORKERS)
 """Connections in every subject's pool (PostgreSQL): one per worker."""
 SERVERS = {"postgres": "PostgreSQL", "redis": "Redis"}
+FLOOR = "no library"
+"""The library of the subject that sends the protocol's three writes raw: neither this
+library nor a peer."""
 
 Drive = Callable[[str, int, int], float]
 """``drive(run, workers, calls)``: ``workers`` callers each run the guarded function for
@@ -269,6 +279,32 @@ def tec_async(store: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
     return call
 
 
+def raw_writes(raw: Any, ran: Ran) -> Callable[[str], None]:
+    """The protocol's floor: the same three writes run_once makes (the claimed record,
+    the result with its delivery claim, the relaxed delivered mark), as dict records
+    through the same driver with none of the library (stores.raw_lifecycle)."""
+
+    def call(job: str) -> None:
+        delivered: list[object] = []
+        binding = {
+            "namespace": "bench",
+            "callId": job,
+            "toolName": "tool",
+            "toolRevision": "1",
+            "inputFingerprint": "sha256:0",
+        }
+        tool = functools.partial(ran, job)
+        key = f"bench/{job}"
+        if not raw_lifecycle(
+            raw, key, binding=binding, me=job, tool=tool, deliver=delivered.append
+        ):
+            raise AssertionError("a job of its own was created by another caller")
+        if delivered != [PAYLOAD]:
+            raise AssertionError("the raw writes delivered another result")
+
+    return call
+
+
 def _one_tenant(arguments: Any) -> str:
     del arguments
     return "bench"
@@ -330,6 +366,9 @@ def _with_port(url: str, port: int, proxy_port: int) -> str:
     return url.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy_port}")
 
 
+RAW_NAME = "the same three writes, raw"
+
+
 def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
     """Every subject on PostgreSQL at ``url``; ``tag`` keeps each instance's tables apart
     (an opener opened again uses the same tables)."""
@@ -383,7 +422,24 @@ def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
         finally:
             loop.run(backend.aclose())
 
-    return [tec_sync_subject, tec_async_subject, idemkit_sync_subject, idemkit_async_subject]
+    @contextlib.contextmanager
+    def raw_subject() -> Iterator[Subject]:
+        table = f"raw_{tag}"
+        with PostgresStore(url, table=table) as setup:
+            setup.get("set-up")  # the same table, made by the store's DDL on first use
+        kwargs = {"autocommit": True}
+        with ConnectionPool(url, min_size=POOL, max_size=POOL, kwargs=kwargs) as pool:
+            pool.wait()
+            raw = RawPostgres(pool, table)
+            yield Subject(RAW_NAME, FLOOR, sync_drive(raw_writes(raw, ran), ran))
+
+    return [
+        tec_sync_subject,
+        tec_async_subject,
+        idemkit_sync_subject,
+        idemkit_async_subject,
+        raw_subject,
+    ]
 
 
 def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
@@ -441,12 +497,22 @@ def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
         finally:
             client.close()
 
+    @contextlib.contextmanager
+    def raw_subject() -> Iterator[Subject]:
+        client = redis.Redis.from_url(url)
+        try:
+            raw = RawRedisRecords(client, f"raw-{tag}:")
+            yield Subject(RAW_NAME, FLOOR, sync_drive(raw_writes(raw, ran), ran))
+        finally:
+            client.close()
+
     return [
         tec_sync_subject,
         tec_async_subject,
         idemkit_sync_subject,
         idemkit_async_subject,
         powertools_subject,
+        raw_subject,
     ]
 
 
@@ -495,7 +561,7 @@ def speed(subjects: list[Subject], workers: int, calls: int, rounds: int) -> dic
     walls = {name: [wall for wall, _ in values] for name, values in samples.items()}
     cpus = {name: [cpu for _, cpu in values] for name, values in samples.items()}
     libraries = {subject.name: subject.library for subject in subjects}
-    peers = [name for name in walls if libraries[name] != "this library"]
+    peers = [name for name in walls if libraries[name] not in ("this library", FLOOR)]
     fastest = min(peers, key=lambda name: statistics.median(walls[name]))
     paired = compare(walls, fastest)
     return {

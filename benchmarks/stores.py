@@ -392,6 +392,63 @@ def batch(side: Side, workers: int, hot: bool, calls: int) -> float:
 # --- the stores ------------------------------------------------------------------------
 
 
+class RawPostgres(RawSql):
+    """PostgresStore's statements through a psycopg pool, taking dict records; the
+    delivered mark commits with synchronous_commit off, as the store's default does."""
+
+    def __init__(self, pool: ConnectionPool[Any], table: str) -> None:
+        super().__init__(pool, table)
+        self.relaxed_sql = self.update_sql + _RELAX.encode()
+
+    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
+        params = (key, record["revision"], record["status"], updated_us, text)
+        with self.pool.connection() as connection:
+            return bool(connection.execute(self.insert_sql, params).rowcount == 1)
+
+    def select(self, key: str) -> dict[str, Any] | None:
+        with self.pool.connection() as connection:
+            row = connection.execute(self.select_sql, (key,)).fetchone()
+        return None if row is None else cast(dict[str, Any], json.loads(row[0]))
+
+    def update(
+        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
+    ) -> bool:
+        params = (record["revision"], record["status"], updated_us, text, key, expected)
+        # The store's default: the delivered mark commits with synchronous_commit off.
+        query = self.relaxed_sql if record["status"] == "delivered" else self.update_sql
+        with self.pool.connection() as connection:
+            return bool(connection.execute(query, params).rowcount == 1)
+
+
+class RawRedisRecords(RawRedis):
+    """RedisStore's scripts and HGET through plain redis-py, taking dict records; the
+    delivered mark is the relaxed swap, as the store's default is."""
+
+    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
+        args = [record["revision"], record["status"], updated_us, text, key]
+        keys = [self.prefix + "rec:" + key, self.indexes[Status(record["status"])]]
+        return bool(self.create(keys=keys, args=args))
+
+    def select(self, key: str) -> dict[str, Any] | None:
+        text = cast(bytes | None, self.client.hget(self.prefix + "rec:" + key, "record"))
+        return None if text is None else cast(dict[str, Any], json.loads(text))
+
+    def update(
+        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
+    ) -> bool:
+        args: list[str | int] = [
+            expected,
+            record["revision"],
+            record["status"],
+            updated_us,
+            text,
+            key,
+        ]
+        keys = [self.prefix + "rec:" + key, *self.indexes.values()]
+        swap = self.swap_relaxed if record["status"] == "delivered" else self.swap
+        return bool(swap(keys=keys, args=args))
+
+
 Pair = tuple[CheckpointStore, Raw]
 
 
@@ -414,29 +471,6 @@ def sqlite_pair(directory: Path) -> Iterator[Pair]:
 @contextlib.contextmanager
 def postgres_pair(directory: Path) -> Iterator[Pair]:
     del directory
-
-    class RawPostgres(RawSql):
-        relaxed_sql: bytes
-
-        def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-            params = (key, record["revision"], record["status"], updated_us, text)
-            with self.pool.connection() as connection:
-                return bool(connection.execute(self.insert_sql, params).rowcount == 1)
-
-        def select(self, key: str) -> dict[str, Any] | None:
-            with self.pool.connection() as connection:
-                row = connection.execute(self.select_sql, (key,)).fetchone()
-            return None if row is None else cast(dict[str, Any], json.loads(row[0]))
-
-        def update(
-            self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-        ) -> bool:
-            params = (record["revision"], record["status"], updated_us, text, key, expected)
-            # The store's default: the delivered mark commits with synchronous_commit off.
-            query = self.relaxed_sql if record["status"] == "delivered" else self.update_sql
-            with self.pool.connection() as connection:
-                return bool(connection.execute(query, params).rowcount == 1)
-
     with (
         PostgresServer() as server,
         PostgresStore(server.url, table="runner_store", min_size=8, max_size=8) as store,
@@ -448,37 +482,11 @@ def postgres_pair(directory: Path) -> Iterator[Pair]:
             setup.get("set-up")  # the same table, made by the store's DDL
         pool.wait()
         raw = RawPostgres(pool, "runner_raw")
-        raw.relaxed_sql = raw.update_sql + _RELAX.encode()
         yield store, raw
 
 
 @contextlib.contextmanager
 def redis_pair(directory: Path) -> Iterator[Pair]:
-    class RawRedisRecords(RawRedis):
-        def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-            args = [record["revision"], record["status"], updated_us, text, key]
-            keys = [self.prefix + "rec:" + key, self.indexes[Status(record["status"])]]
-            return bool(self.create(keys=keys, args=args))
-
-        def select(self, key: str) -> dict[str, Any] | None:
-            text = cast(bytes | None, self.client.hget(self.prefix + "rec:" + key, "record"))
-            return None if text is None else cast(dict[str, Any], json.loads(text))
-
-        def update(
-            self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-        ) -> bool:
-            args: list[str | int] = [
-                expected,
-                record["revision"],
-                record["status"],
-                updated_us,
-                text,
-                key,
-            ]
-            keys = [self.prefix + "rec:" + key, *self.indexes.values()]
-            swap = self.swap_relaxed if record["status"] == "delivered" else self.swap
-            return bool(swap(keys=keys, args=args))
-
     server = start_redis_server(directory / "redis")
     store_client = redis.Redis.from_url(server.url())
     raw_client = redis.Redis.from_url(server.url())

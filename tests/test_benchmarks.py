@@ -88,6 +88,7 @@ PEER_SUBJECTS = {
         "run_once_async.asyncpostgresstore",
         "idemkit_sync",
         "idemkit_async",
+        "the_same_three_writes.raw",
     ],
     "redis": [
         "run_once.redisstore",
@@ -95,6 +96,7 @@ PEER_SUBJECTS = {
         "idemkit_sync",
         "idemkit_async",
         "powertools",
+        "the_same_three_writes.raw",
     ],
 }
 PEER_WORKERS = {"1_worker": "µs", "8_workers": "calls/s"}
@@ -147,7 +149,7 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
         assert figure["passed"] is (None if not mine else figure["ratio"] <= 1.0)
         timing = peers[server]["workers"][workers.split("_")[0]]
         assert figure["baseline_label"] == timing["fastest_peer"]
-        assert timing["library"][timing["fastest_peer"]] != "this library"
+        assert timing["library"][timing["fastest_peer"]] not in ("this library", "no library")
         details = figure["details"]
         assert _positive(details["round_trips_per_call"])
         assert _positive(details["cpu_us_per_call"])
@@ -163,6 +165,16 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
             assert details["missed_by"] == pytest.approx(max(figure["ratio"] - 1.0, 0), abs=1e-3)
     library_rows = [f for f in figures.values() if f["target"] is not None]
     assert len(library_rows) == 8
+    # The floor row sends the very writes run_once sends: the same count of each.
+    for server, writes in (
+        ("postgres", "write_transactions_per_call"),
+        ("redis", "write_commands_per_call"),
+    ):
+        for workers in PEER_WORKERS:
+            raw = figures[f"peers.{server}.{workers}.the_same_three_writes.raw"]["details"]
+            mine = figures[f"peers.{server}.{workers}.run_once.{server}store"]["details"]
+            assert raw["library"] == "no library"
+            assert raw[writes] == mine[writes]
 
 
 def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands(
