@@ -20,7 +20,11 @@ it run at most once per job id and hands its result to the caller:
   sends for a call with none of the library (stores.raw_lifecycle: dict records,
   ``json.dumps``, the store's own SQL or Lua scripts with its relaxed delivered mark,
   through psycopg or plain redis-py, one synchronous caller per worker). Its ratio to
-  the fastest peer is what the three writes alone cost against the peer's two.
+  the fastest peer is what the three writes alone cost against the peer's two;
+- the first two writes, raw: the same without the delivered mark (the result with its
+  delivery claim is the last write). No call of this library stops there; it is the
+  lower bound of any call that does not wait for its delivered mark (one that wrote it
+  behind, say), so its ratio says whether such a protocol change could reach the target.
 
 Both servers are throwaway and durable, as each library asks for its guarantees:
 PostgreSQL with fsync and synchronous_commit on; Redis with appendonly yes and
@@ -279,10 +283,11 @@ def tec_async(store: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
     return call
 
 
-def raw_writes(raw: Any, ran: Ran) -> Callable[[str], None]:
+def raw_writes(raw: Any, ran: Ran, *, mark: bool = True) -> Callable[[str], None]:
     """The protocol's floor: the same three writes run_once makes (the claimed record,
     the result with its delivery claim, the relaxed delivered mark), as dict records
-    through the same driver with none of the library (stores.raw_lifecycle)."""
+    through the same driver with none of the library (stores.raw_lifecycle); without
+    ``mark``, the first two only."""
 
     def call(job: str) -> None:
         delivered: list[object] = []
@@ -296,7 +301,7 @@ def raw_writes(raw: Any, ran: Ran) -> Callable[[str], None]:
         tool = functools.partial(ran, job)
         key = f"bench/{job}"
         if not raw_lifecycle(
-            raw, key, binding=binding, me=job, tool=tool, deliver=delivered.append
+            raw, key, binding=binding, me=job, tool=tool, deliver=delivered.append, mark=mark
         ):
             raise AssertionError("a job of its own was created by another caller")
         if delivered != [PAYLOAD]:
@@ -367,6 +372,7 @@ def _with_port(url: str, port: int, proxy_port: int) -> str:
 
 
 RAW_NAME = "the same three writes, raw"
+RAW_TWO_NAME = "the first two writes, raw"
 
 
 def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
@@ -423,22 +429,23 @@ def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
             loop.run(backend.aclose())
 
     @contextlib.contextmanager
-    def raw_subject() -> Iterator[Subject]:
-        table = f"raw_{tag}"
+    def raw_subject(name: str, mark: bool) -> Iterator[Subject]:
+        table = f"raw_{tag}_{int(mark)}"
         with PostgresStore(url, table=table) as setup:
             setup.get("set-up")  # the same table, made by the store's DDL on first use
         kwargs = {"autocommit": True}
         with ConnectionPool(url, min_size=POOL, max_size=POOL, kwargs=kwargs) as pool:
             pool.wait()
             raw = RawPostgres(pool, table)
-            yield Subject(RAW_NAME, FLOOR, sync_drive(raw_writes(raw, ran), ran))
+            yield Subject(name, FLOOR, sync_drive(raw_writes(raw, ran, mark=mark), ran))
 
     return [
         tec_sync_subject,
         tec_async_subject,
         idemkit_sync_subject,
         idemkit_async_subject,
-        raw_subject,
+        functools.partial(raw_subject, RAW_NAME, True),
+        functools.partial(raw_subject, RAW_TWO_NAME, False),
     ]
 
 
@@ -498,11 +505,11 @@ def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
             client.close()
 
     @contextlib.contextmanager
-    def raw_subject() -> Iterator[Subject]:
+    def raw_subject(name: str, mark: bool) -> Iterator[Subject]:
         client = redis.Redis.from_url(url)
         try:
-            raw = RawRedisRecords(client, f"raw-{tag}:")
-            yield Subject(RAW_NAME, FLOOR, sync_drive(raw_writes(raw, ran), ran))
+            raw = RawRedisRecords(client, f"raw-{tag}-{int(mark)}:")
+            yield Subject(name, FLOOR, sync_drive(raw_writes(raw, ran, mark=mark), ran))
         finally:
             client.close()
 
@@ -512,7 +519,8 @@ def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
         idemkit_sync_subject,
         idemkit_async_subject,
         powertools_subject,
-        raw_subject,
+        functools.partial(raw_subject, RAW_NAME, True),
+        functools.partial(raw_subject, RAW_TWO_NAME, False),
     ]
 
 

@@ -248,12 +248,15 @@ def raw_lifecycle(
     me: str,
     tool: Callable[[], Any],
     deliver: Callable[[Any], None],
+    mark: bool = True,
 ) -> bool:
     """The baseline: one call's writes as the runner makes them, with dict records and
     none of the library: create the record already claimed, run the tool, store the
-    result with its delivery claim, deliver, mark it delivered. False when another worker
-    created the record first; like the runner, a landed write needs no read, and a lost
-    one reads what the winner left (here: to check it and stop)."""
+    result with its delivery claim, deliver, mark it delivered (unless not ``mark``: the
+    lower bound of a call that does not wait for its delivered mark, which peers.py
+    times). False when another worker created the record first; like the runner, a
+    landed write needs no read, and a lost one reads what the winner left (here: to check
+    it and stop)."""
     at, us = _now()
     execution = {"attemptId": me, "claimedAt": at, "uncertain": None}
     claim = {**_record(binding, at), "status": "executing", "execution": execution}
@@ -268,6 +271,8 @@ def raw_lifecycle(
     if not raw.update(key, 1, delivering, _dumps(delivering), us):
         raise AssertionError("the owner lost its completion")
     deliver(payload)
+    if not mark:
+        return True
     at, us = _now()
     delivered = {**delivering, "revision": 3, "status": "delivered", "updatedAt": at}
     delivered["delivery"] = {**delivery, "deliveredAt": at}

@@ -89,6 +89,7 @@ PEER_SUBJECTS = {
         "idemkit_sync",
         "idemkit_async",
         "the_same_three_writes.raw",
+        "the_first_two_writes.raw",
     ],
     "redis": [
         "run_once.redisstore",
@@ -97,6 +98,7 @@ PEER_SUBJECTS = {
         "idemkit_async",
         "powertools",
         "the_same_three_writes.raw",
+        "the_first_two_writes.raw",
     ],
 }
 PEER_WORKERS = {"1_worker": "µs", "8_workers": "calls/s"}
@@ -165,16 +167,21 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
             assert details["missed_by"] == pytest.approx(max(figure["ratio"] - 1.0, 0), abs=1e-3)
     library_rows = [f for f in figures.values() if f["target"] is not None]
     assert len(library_rows) == 8
-    # The floor row sends the very writes run_once sends: the same count of each.
+    # The floor rows: the very writes run_once sends, the same count of each, and the
+    # first two of them, one round trip fewer.
     for server, writes in (
         ("postgres", "write_transactions_per_call"),
         ("redis", "write_commands_per_call"),
     ):
         for workers in PEER_WORKERS:
-            raw = figures[f"peers.{server}.{workers}.the_same_three_writes.raw"]["details"]
-            mine = figures[f"peers.{server}.{workers}.run_once.{server}store"]["details"]
-            assert raw["library"] == "no library"
-            assert raw[writes] == mine[writes]
+            row = f"peers.{server}.{workers}"
+            three = figures[f"{row}.the_same_three_writes.raw"]["details"]
+            two = figures[f"{row}.the_first_two_writes.raw"]["details"]
+            mine = figures[f"{row}.run_once.{server}store"]["details"]
+            assert three["library"] == two["library"] == "no library"
+            assert three[writes] == mine[writes]
+            assert two[writes] < three[writes]
+            assert two["round_trips_per_call"] < three["round_trips_per_call"]
 
 
 def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands(
