@@ -120,7 +120,7 @@ from idemkit.backends.postgres import PostgresBackend, init_pg
 from idemkit.backends.redis import RedisBackend
 from idemkit.core.sync_bridge import run_sync
 from psycopg_pool import ConnectionPool
-from stores import RawPostgres, RawRedisRecords, raw_lifecycle
+from stores import RawPostgres, RawRedisRecords, raw_binding, raw_lifecycle
 
 from tool_execution_checkpoint import Binding, RunStatus, run_once, run_once_async
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
@@ -139,8 +139,8 @@ POOL = max(WORKERS)
 """Connections in every subject's pool (PostgreSQL): one per worker."""
 SERVERS = {"postgres": "PostgreSQL", "redis": "Redis"}
 FLOOR = "no library"
-"""The library of the subject that sends the protocol's three writes raw: neither this
-library nor a peer."""
+"""The library of the subjects that send the protocol's writes raw (all three, or the
+first two): neither this library nor a peer, never the baseline."""
 
 Drive = Callable[[str, int, int], float]
 """``drive(run, workers, calls)``: ``workers`` callers each run the guarded function for
@@ -291,17 +291,16 @@ def raw_writes(raw: Any, ran: Ran, *, mark: bool = True) -> Callable[[str], None
 
     def call(job: str) -> None:
         delivered: list[object] = []
-        binding = {
-            "namespace": "bench",
-            "callId": job,
-            "toolName": "tool",
-            "toolRevision": "1",
-            "inputFingerprint": "sha256:0",
-        }
         tool = functools.partial(ran, job)
-        key = f"bench/{job}"
+        binding = raw_binding(job)
         if not raw_lifecycle(
-            raw, key, binding=binding, me=job, tool=tool, deliver=delivered.append, mark=mark
+            raw,
+            f"bench/{job}",
+            binding=binding,
+            me=job,
+            tool=tool,
+            deliver=delivered.append,
+            mark=mark,
         ):
             raise AssertionError("a job of its own was created by another caller")
         if delivered != [PAYLOAD]:
@@ -371,8 +370,9 @@ def _with_port(url: str, port: int, proxy_port: int) -> str:
     return url.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy_port}")
 
 
-RAW_NAME = "the same three writes, raw"
-RAW_TWO_NAME = "the first two writes, raw"
+RAW_SUBJECTS = (("the same three writes, raw", True), ("the first two writes, raw", False))
+"""The floor subjects on each server: their names, and whether they write the delivered
+mark."""
 
 
 def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
@@ -444,8 +444,7 @@ def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
         tec_async_subject,
         idemkit_sync_subject,
         idemkit_async_subject,
-        functools.partial(raw_subject, RAW_NAME, True),
-        functools.partial(raw_subject, RAW_TWO_NAME, False),
+        *(functools.partial(raw_subject, name, mark) for name, mark in RAW_SUBJECTS),
     ]
 
 
@@ -519,8 +518,7 @@ def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
         idemkit_sync_subject,
         idemkit_async_subject,
         powertools_subject,
-        functools.partial(raw_subject, RAW_NAME, True),
-        functools.partial(raw_subject, RAW_TWO_NAME, False),
+        *(functools.partial(raw_subject, name, mark) for name, mark in RAW_SUBJECTS),
     ]
 
 

@@ -338,20 +338,24 @@ def library_side(store: CheckpointStore) -> Side:
     return call
 
 
+def raw_binding(call_id: str) -> dict[str, str]:
+    """The persisted binding of the library side's ``Binding("bench", call_id, "tool",
+    "1", "sha256:0")``, as the raw side writes it."""
+    return {
+        "namespace": "bench",
+        "callId": call_id,
+        "toolName": "tool",
+        "toolRevision": "1",
+        "inputFingerprint": "sha256:0",
+    }
+
+
 def raw_side(raw: Raw) -> Side:
     def call(call_id: str, me: str, tally: Tally) -> None:
-        binding = {
-            "namespace": "bench",
-            "callId": call_id,
-            "toolName": "tool",
-            "toolRevision": "1",
-            "inputFingerprint": "sha256:0",
-        }
-        key = f"bench/{call_id}"
         raw_lifecycle(
             raw,
-            key,
-            binding=binding,
+            f"bench/{call_id}",
+            binding=raw_binding(call_id),
             me=me,
             tool=tally.tool(call_id),
             deliver=tally.deliver(call_id),
