@@ -244,7 +244,7 @@ def test_concurrent_hosts_run_the_tool_once() -> None:
 def test_logs_name_the_key_and_status_never_the_payload_or_the_call_id(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
+    with caplog.at_level(logging.DEBUG, logger="tool_execution_checkpoint"):
         run_once(MemoryStore(), BINDING, Tool(), Inbox())
     assert f"key={checkpoint_key(BINDING)}" in caplog.text
     assert BINDING.call_id not in caplog.text
@@ -888,16 +888,16 @@ def test_an_awaitable_subclass_of_a_plain_value_is_awaited_or_refused() -> None:
     assert outcome.reason == "the tool returned an awaitable run_once cannot await"
 
 
-def test_a_logger_above_info_gets_no_record_and_changes_nothing(
+def test_a_logger_above_debug_gets_no_record_and_changes_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="tool_execution_checkpoint"):
+    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
         quiet = run_once(MemoryStore(), BINDING, Tool(), Inbox())
     assert caplog.records == []
-    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
+    with caplog.at_level(logging.DEBUG, logger="tool_execution_checkpoint"):
         loud = run_once(MemoryStore(), BINDING, Tool(), Inbox())
     assert len(caplog.records) == 5
-    assert {record.levelno for record in caplog.records} == {logging.INFO}
+    assert {record.levelno for record in caplog.records} == {logging.DEBUG}
     assert (quiet.status, quiet.payload) == (loud.status, loud.payload)
 
 
@@ -1009,7 +1009,7 @@ def test_the_async_driver_stores_the_hosts_error_payload() -> None:
 
 def test_the_log_names_each_step_and_an_absent_record(caplog: pytest.LogCaptureFixture) -> None:
     key = checkpoint_key(BINDING)
-    with caplog.at_level(logging.INFO, logger="tool_execution_checkpoint"):
+    with caplog.at_level(logging.DEBUG, logger="tool_execution_checkpoint"):
         run_once(MemoryStore(), BINDING, Tool(), Inbox())
         run_once(Down(), BINDING, Tool(), Inbox())
     lines = [record.getMessage() for record in caplog.records]

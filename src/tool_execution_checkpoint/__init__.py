@@ -8,7 +8,7 @@ package is its pure, I/O-free core.
 """
 
 from .errors import CheckpointError, ErrorCode
-from .fingerprint import fingerprint
+from .fingerprint import arguments_fingerprint, canonical, fingerprint
 from .guard import (
     CallInFlight,
     CallNeedsReconciliation,
@@ -19,8 +19,14 @@ from .guard import (
     ToolGuard,
     ToolRaisedEarlier,
     checkpointed,
-    current_call_id,
     result_codec,
+)
+from .identity import (
+    CallScope,
+    Intent,
+    call_scope,
+    current_call_id,
+    current_idempotency_key,
     tool_call,
 )
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
@@ -94,6 +100,7 @@ __all__ = [
     "CallNeedsReconciliation",
     "CallNotAnswered",
     "CallResultPruned",
+    "CallScope",
     "CallStoreUnavailable",
     "Checkpoint",
     "CheckpointError",
@@ -105,6 +112,7 @@ __all__ = [
     "ErrorCode",
     "Execution",
     "HostProtocol",
+    "Intent",
     "JSONValue",
     "MemoryStore",
     "OperableCheckpointStore",
@@ -133,6 +141,9 @@ __all__ = [
     "ToolRaisedEarlier",
     "Transition",
     "Uncertainty",
+    "arguments_fingerprint",
+    "call_scope",
+    "canonical",
     "checkpoint_key",
     "checkpointed",
     "claim_delivery",
@@ -143,6 +154,7 @@ __all__ = [
     "create_checkpoint",
     "create_claimed",
     "current_call_id",
+    "current_idempotency_key",
     "decide_checkpoint",
     "decode_stored",
     "default_error_payload",

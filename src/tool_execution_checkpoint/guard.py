@@ -33,6 +33,7 @@ and is not stored). An operator completing a stuck call writes the same shape.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -40,11 +41,11 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .errors import CheckpointError, ErrorCode
-from .fingerprint import fingerprint
+from .fingerprint import arguments_fingerprint
+from .identity import Claim, Intent, claim_identity, running_call
 from .records import Binding
 from .runner import (
     DEFAULT_NOT_RUN,
@@ -69,35 +70,13 @@ __all__ = [
     "ToolGuard",
     "ToolRaisedEarlier",
     "checkpointed",
-    "current_call_id",
     "result_codec",
     "to_json",
-    "tool_call",
 ]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-
-_CALL_ID: ContextVar[str | None] = ContextVar("tool_execution_checkpoint.call_id", default=None)
-
-
-@contextmanager
-def tool_call(call_id: str) -> Iterator[None]:
-    """Make ``call_id`` the call id of every guarded tool called inside the block (in
-    this thread or task and what it starts): the id that survives the framework's retry or
-    resume, such as the model's tool-use id."""
-    token = _CALL_ID.set(call_id)
-    try:
-        yield
-    finally:
-        _CALL_ID.reset(token)
-
-
-def current_call_id() -> str | None:
-    """The call id set by the innermost :func:`tool_call` block, or None."""
-    return _CALL_ID.get()
-
 
 # --- what a call that cannot be answered raises --------------------------------------------
 
@@ -333,6 +312,9 @@ class ToolGuard:
         wait_seconds: How long a call that finds another attempt executing waits for it.
         poll_seconds: How often it reads while it waits.
         max_payload_bytes: The payload limit of each record.
+        intent: The names of the arguments that identify the effect, as Powertools
+            selects its key: a call whose other arguments differ (a reworded e-mail body)
+            is the same call. None: every argument.
     """
 
     store: CheckpointStore | AsyncCheckpointStore
@@ -345,54 +327,78 @@ class ToolGuard:
     wait_seconds: float = 0.0
     poll_seconds: float = 0.1
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
+    intent: frozenset[str] | None = None
+
+    def intent_of(self, arguments: Mapping[str, object]) -> Intent:
+        """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
+        arguments_fingerprint` of the arguments that identify the effect (those named
+        in ``intent``, or all of them).
+
+        Raises:
+            CheckpointError: as :func:`~.fingerprint.canonical`, before anything runs.
+        """
+        chosen = arguments
+        if self.intent is not None:
+            chosen = {name: value for name, value in arguments.items() if name in self.intent}
+        return Intent(self.tool_name, self.revision, arguments_fingerprint(chosen))
 
     def binding(self, call_id: str, arguments: Mapping[str, object]) -> Binding:
-        """The binding of one call: its id, this tool, and the fingerprint of its
-        arguments (as :func:`to_json` gives them)."""
+        """The binding of one call under ``call_id``: this tool and its intent."""
+        return self._binding(call_id, self.intent_of(arguments))
+
+    def _binding(self, call_id: str, intent: Intent) -> Binding:
         return Binding(
             namespace=self.namespace,
             call_id=call_id,
-            tool_name=self.tool_name,
-            tool_revision=self.revision,
-            input_fingerprint=fingerprint(to_json(dict(arguments))),
+            tool_name=intent.tool_name,
+            tool_revision=intent.revision,
+            input_fingerprint=intent.fingerprint,
         )
 
-    def call(self, call_id: str, arguments: Mapping[str, object], tool: Callable[[], T]) -> T:
+    def call(
+        self, call_id: str | None, arguments: Mapping[str, object], tool: Callable[[], T]
+    ) -> T:
         """Run ``tool`` at most once for this call and return its result (see the module
-        docstring for what is returned and raised). An async store is refused: use
-        :meth:`call_async` (in a framework, its async entry point)."""
+        docstring for what is returned and raised). ``call_id`` is the framework's id of
+        the call, or None; :func:`~.identity.claim_identity` says which id is used. An
+        async store is refused: use :meth:`call_async` (in a framework, its async entry
+        point)."""
         if inspect.iscoroutinefunction(getattr(self.store, "compare_and_swap", None)):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
                 "is async: a sync call cannot await it (use the async entry point)",
                 field="store",
             )
-        live = _Live()
-        outcome = run_once(
-            cast(CheckpointStore, self.store),
-            self.binding(call_id, arguments),
-            functools.partial(live.run, tool, self.codec),
-            _hand_back,
-            **self._options(),
-        )
-        return cast(T, self._answer(outcome, live))
+        intent = self.intent_of(arguments)
+        claim = claim_identity(intent, call_id)
+        with _holding(claim, intent) as live:
+            outcome = run_once(
+                cast(CheckpointStore, self.store),
+                self._binding(claim.call_id, intent),
+                functools.partial(live.run, tool, self.codec, self.namespace, claim.call_id),
+                _hand_back,
+                **self._options(),
+            )
+            return cast(T, self._answer(outcome, live))
 
     async def call_async(
         self,
-        call_id: str,
+        call_id: str | None,
         arguments: Mapping[str, object],
         tool: Callable[[], Awaitable[T]],
     ) -> T:
         """The asyncio twin of :meth:`call`: ``tool()`` is awaited."""
-        live = _Live()
-        outcome = await run_once_async(
-            self.store,
-            self.binding(call_id, arguments),
-            functools.partial(live.run_async, tool, self.codec),
-            _hand_back,
-            **self._options(),
-        )
-        return cast(T, self._answer(outcome, live))
+        intent = self.intent_of(arguments)
+        claim = claim_identity(intent, call_id)
+        with _holding(claim, intent) as live:
+            outcome = await run_once_async(
+                self.store,
+                self._binding(claim.call_id, intent),
+                functools.partial(live.run_async, tool, self.codec, self.namespace, claim.call_id),
+                _hand_back,
+                **self._options(),
+            )
+            return cast(T, self._answer(outcome, live))
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -406,6 +412,7 @@ class ToolGuard:
         }
 
     def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
+        live.answered = outcome.has_payload
         if outcome.ran_tool and outcome.has_payload:
             if live.error is not None:
                 raise live.error
@@ -457,17 +464,22 @@ def _hand_back(payload: JSONValue) -> None:
 
 
 class _Live:
-    """What the tool did in this call: its live value, or the exception it raised."""
+    """What the tool did in this call: its live value, or the exception it raised; and
+    whether the call was answered (a result handed back, live or stored)."""
 
-    __slots__ = ("error", "value")
+    __slots__ = ("answered", "error", "value")
 
     def __init__(self) -> None:
         self.value: Any = None
         self.error: Exception | None = None
+        self.answered = False
 
-    def run(self, tool: Callable[[], Any], codec: ResultCodec[Any]) -> JSONValue:
+    def run(
+        self, tool: Callable[[], Any], codec: ResultCodec[Any], namespace: str, call_id: str
+    ) -> JSONValue:
         try:
-            self.value = tool()
+            with running_call(namespace, call_id):
+                self.value = tool()
         except ToolOutcomeUnknown:
             raise
         except Exception as error:
@@ -476,10 +488,15 @@ class _Live:
         return self._envelope(codec)
 
     async def run_async(
-        self, tool: Callable[[], Awaitable[Any]], codec: ResultCodec[Any]
+        self,
+        tool: Callable[[], Awaitable[Any]],
+        codec: ResultCodec[Any],
+        namespace: str,
+        call_id: str,
     ) -> JSONValue:
         try:
-            self.value = await tool()
+            with running_call(namespace, call_id):
+                self.value = await tool()
         except ToolOutcomeUnknown:
             raise
         except Exception as error:
@@ -500,7 +517,51 @@ class _Live:
         return {_RETURNED: encoded}
 
 
+@contextmanager
+def _holding(claim: Claim, intent: Intent) -> Iterator[_Live]:
+    """Hold the call's identity while it runs: a call that was not answered gives its
+    occurrence back, and a refusal (CallNotAnswered, CheckpointError) is kept by the
+    enclosing :func:`~.identity.call_scope`."""
+    live = _Live()
+    try:
+        yield live
+    except (CallNotAnswered, CheckpointError) as refusal:
+        claim.release(intent, refusal)
+        raise
+    except BaseException:
+        if not live.answered:
+            claim.release(intent, None)
+        raise
+
+
 # --- the decorator -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """A copy of a parameter's default taken when the tool was decorated."""
+
+    value: object
+
+
+def _declared_defaults(
+    signature: inspect.Signature, left_out: frozenset[str]
+) -> dict[str, _Snapshot]:
+    """A deep copy of each mutable default, taken now: a call that uses the default is
+    fingerprinted with it as declared, whatever the tool has done to the object since.
+    A default that cannot be copied is fingerprinted as it is at the call."""
+    snapshots: dict[str, _Snapshot] = {}
+    for name, parameter in signature.parameters.items():
+        default = parameter.default
+        if name in left_out or default is inspect.Parameter.empty:
+            continue
+        if default is None or isinstance(default, str | bytes | int | float):
+            continue  # immutable
+        try:
+            snapshots[name] = _Snapshot(copy.deepcopy(default))
+        except Exception:  # an object deepcopy refuses: fingerprinted live
+            continue
+    return snapshots
 
 
 def checkpointed(
@@ -509,7 +570,8 @@ def checkpointed(
     namespace: str = "default",
     name: str | None = None,
     revision: str = "1",
-    call_id: Callable[[inspect.BoundArguments], str] | None = None,
+    call_id: Callable[[inspect.BoundArguments], str | None] | None = None,
+    intent: Collection[str] | None = None,
     exclude: Collection[str] = (),
     codec: ResultCodec[Any] | None = None,
     pass_through: tuple[type[BaseException], ...] = (),
@@ -527,18 +589,23 @@ def checkpointed(
             receipt = send_email(**tool_use.input)
 
     The wrapper has the tool's signature (frameworks read its schema from it) and is async
-    when the tool is. Its binding is this call's id, the tool's ``name`` and ``revision``,
-    and the fingerprint of the bound arguments with the defaults applied, without the
-    parameters named in ``exclude`` (a framework's context object). The module docstring
-    lists what a call returns and raises.
+    when the tool is. Its binding is this call's id (see :mod:`~.identity`), the tool's
+    ``name`` and ``revision``, and the fingerprint of the bound arguments named in
+    ``intent`` (default: all but those in ``exclude``, a framework's context object), each
+    default as it was declared (a default the tool has since mutated counts as declared).
+    The module docstring lists what a call returns and raises.
 
     Args:
         store: A sync or async store (an async store needs an async tool).
         namespace: The binding's namespace.
         name: The binding's tool name (default: the function's ``__name__``).
         revision: The binding's tool revision.
-        call_id: Reads the call id from the bound arguments (a framework's context, say);
-            by default the id of the enclosing :func:`tool_call` block.
+        call_id: Reads the framework's call id from the bound arguments (a framework's
+            context, say), or None; an enclosing :func:`~.identity.tool_call` or
+            :func:`~.identity.call_scope`
+            wins over it.
+        intent: The parameters that identify the effect (see :class:`ToolGuard`); by
+            default all of them.
         exclude: Parameters left out of the fingerprint.
         codec: How the result is stored and rebuilt (default: :func:`result_codec` of the
             return annotation).
@@ -549,20 +616,22 @@ def checkpointed(
         max_payload_bytes: See :class:`ToolGuard`.
 
     Raises:
-        CheckpointError: INVALID_ARGUMENT, when decorating, for an ``exclude`` name that is
-            not a parameter or an async store with a sync tool; when calling, for a call
-            with no call id.
+        CheckpointError: INVALID_ARGUMENT, when decorating, for an ``exclude`` or
+            ``intent`` name that is not a parameter or an async store with a sync tool;
+            when calling, for a call with no call id; PAYLOAD_NOT_JSON for an argument the
+            fingerprint cannot encode (:func:`~.fingerprint.canonical`), before it runs.
     """
 
     def decorate(tool: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(tool)
-        unknown = set(exclude) - set(signature.parameters)
-        if unknown:
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"names {len(unknown)} parameter(s) the tool does not have",
-                field="exclude",
-            )
+        for names, field in ((exclude, "exclude"), (intent or (), "intent")):
+            unknown = set(names) - set(signature.parameters)
+            if unknown:
+                raise CheckpointError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"names {len(unknown)} parameter(s) the tool does not have",
+                    field=field,
+                )
         is_async = inspect.iscoroutinefunction(tool)
         if not is_async and inspect.iscoroutinefunction(getattr(store, "compare_and_swap", None)):
             raise CheckpointError(
@@ -581,23 +650,24 @@ def checkpointed(
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
             max_payload_bytes=max_payload_bytes,
+            intent=None if intent is None else frozenset(intent),
         )
         left_out = frozenset(exclude)
+        declared = _declared_defaults(signature, left_out)
 
-        def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, object]]:
+        def bind(
+            args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> tuple[str | None, dict[str, object]]:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            identity = call_id(bound) if call_id is not None else current_call_id()
-            if identity is None:
-                raise CheckpointError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "is missing: call the tool inside `with tool_call(call_id):` or pass "
-                    "call_id= to checkpointed",
-                    field="call_id",
-                )
-            arguments = {
-                key: value for key, value in bound.arguments.items() if key not in left_out
-            }
+            identity = call_id(bound) if call_id is not None else None
+            arguments: dict[str, object] = {}
+            for key, value in bound.arguments.items():
+                if key in left_out:
+                    continue
+                snapshot = declared.get(key)
+                used_default = snapshot is not None and value is signature.parameters[key].default
+                arguments[key] = snapshot.value if used_default else value  # type: ignore[union-attr]
             return identity, arguments
 
         if is_async:

@@ -838,12 +838,12 @@ def _protocol(
 
 
 def _log(logger: logging.Logger, key: str, state: CallState) -> None:
-    """One line per step: the phase, the store key (a digest, never the call id's value),
+    """One DEBUG line per step: the phase, the store key (a digest, never the call id's value),
     the status and revision of the record known; never a payload."""
-    if not logger.isEnabledFor(logging.INFO):
-        return  # the same check logger.info makes, before its arguments are built
+    if not logger.isEnabledFor(logging.DEBUG):
+        return  # the same check logger.debug makes, before its arguments are built
     record = state.record
-    logger.info(
+    logger.debug(
         "%s key=%s status=%s revision=%d",
         state.phase.value,
         key,

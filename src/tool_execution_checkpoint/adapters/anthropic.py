@@ -43,7 +43,8 @@ from anthropic.lib.tools._tool_dispatch import current_session_thread
 
 from ..errors import CheckpointError, ErrorCode
 from ..fingerprint import fingerprint
-from ..guard import checkpointed, current_call_id, to_json
+from ..guard import checkpointed, to_json
+from ..identity import current_call_id
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["checkpointed_tool", "messages_turn"]

@@ -62,7 +62,8 @@ from agents.tool import default_tool_error_function
 from agents.tool_context import ToolContext
 
 from ..errors import CheckpointError, ErrorCode
-from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed, current_call_id
+from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
+from ..identity import current_call_id
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["checkpoint_error_text", "checkpointed_tool"]
