@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import inspect
 import sys
+import threading
 import typing
 from pathlib import Path
 from typing import Any, TypedDict
@@ -223,14 +224,20 @@ def test_a_call_in_flight_is_not_run_again() -> None:
     runs = 0
     inner: list[BaseException] = []
 
+    def same_call_from_another_worker(card: str) -> None:
+        with tool_call("toolu_1"):
+            try:
+                charge(card)
+            except CallInFlight as error:
+                inner.append(error)
+
     @checkpointed(MemoryStore())
     def charge(card: str) -> str:
         nonlocal runs
         runs += 1
-        try:
-            charge(card)  # the same call arriving while this one runs
-        except CallInFlight as error:
-            inner.append(error)
+        worker = threading.Thread(target=same_call_from_another_worker, args=(card,))
+        worker.start()  # the same call arriving while this one runs
+        worker.join()
         return "charged"
 
     with tool_call("toolu_1"):

@@ -15,6 +15,7 @@ from tool_execution_checkpoint import (
     ErrorCode,
     MemoryStore,
     ToolDidNotRun,
+    ToolGuard,
     ToolOutcomeUnknown,
     call_scope,
     checkpointed,
@@ -263,3 +264,54 @@ def test_the_downstream_key_is_current_in_an_async_tool() -> None:
     asyncio.run(twice())
     assert len(keys) == 1  # the second is a replay: the tool does not run
     assert keys[0].startswith("tec-")
+
+
+def test_a_scope_inside_a_tool_call_block_is_the_innermost_and_wins() -> None:
+    outbox, store = Outbox(), MemoryStore()
+
+    @checkpointed(store)
+    def send_email(to: str) -> str:
+        return outbox.send(to, "")
+
+    with tool_call("explicit"):
+        send_email("ada")
+        with call_scope("conv-1/turn-1"):
+            send_email("ada")  # a new call in the scope, not the block's id again
+            send_email("ada")
+    assert len(outbox.sent) == 3
+
+
+def test_an_authoritative_framework_id_wins_over_any_declaration() -> None:
+    outbox, store = Outbox(), MemoryStore()
+    guard = ToolGuard(store, tool_name="send_email")
+
+    def send() -> str:
+        return outbox.send("ada", "")
+
+    with call_scope("conv-1/turn-1"), tool_call("stray"):
+        first = guard.call("client-key", {"to": "ada"}, send, authoritative=True)
+    again = guard.call("client-key", {"to": "ada"}, send, authoritative=True)
+    assert again == first
+    assert len(outbox.sent) == 1
+
+
+def test_a_guarded_tool_called_by_a_guarded_tool_is_numbered_within_its_caller() -> None:
+    outbox, store = Outbox(), MemoryStore()
+
+    @checkpointed(store)
+    def notify(to: str) -> str:
+        return outbox.send(to, "notice")
+
+    @checkpointed(store)
+    def send_batch(recipients: list[str]) -> list[str]:
+        return [notify(to) for to in recipients]
+
+    with tool_call("batch-1"):  # the inner calls never take "batch-1" (a conflict)
+        first = send_batch(["ada", "ada", "bob"])
+    assert len(outbox.sent) == 3
+    with tool_call("batch-2"):
+        send_batch(["ada"])
+    assert len(outbox.sent) == 4
+    with tool_call("batch-1"):
+        assert send_batch(["ada", "ada", "bob"]) == first
+    assert len(outbox.sent) == 4

@@ -356,13 +356,18 @@ class ToolGuard:
         )
 
     def call(
-        self, call_id: str | None, arguments: Mapping[str, object], tool: Callable[[], T]
+        self,
+        call_id: str | None,
+        arguments: Mapping[str, object],
+        tool: Callable[[], T],
+        *,
+        authoritative: bool = False,
     ) -> T:
         """Run ``tool`` at most once for this call and return its result (see the module
         docstring for what is returned and raised). ``call_id`` is the framework's id of
-        the call, or None; :func:`~.identity.claim_identity` says which id is used. An
-        async store is refused: use :meth:`call_async` (in a framework, its async entry
-        point)."""
+        the call, or None; :func:`~.identity.claim_identity` says which id is used (with
+        ``authoritative``, always ``call_id``). An async store is refused: use
+        :meth:`call_async` (in a framework, its async entry point)."""
         if inspect.iscoroutinefunction(getattr(self.store, "compare_and_swap", None)):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -370,7 +375,7 @@ class ToolGuard:
                 field="store",
             )
         intent = self.intent_of(arguments)
-        claim = claim_identity(intent, call_id)
+        claim = claim_identity(intent, call_id, authoritative=authoritative)
         with _holding(claim, intent) as live:
             outcome = run_once(
                 cast(CheckpointStore, self.store),
@@ -386,10 +391,12 @@ class ToolGuard:
         call_id: str | None,
         arguments: Mapping[str, object],
         tool: Callable[[], Awaitable[T]],
+        *,
+        authoritative: bool = False,
     ) -> T:
         """The asyncio twin of :meth:`call`: ``tool()`` is awaited."""
         intent = self.intent_of(arguments)
-        claim = claim_identity(intent, call_id)
+        claim = claim_identity(intent, call_id, authoritative=authoritative)
         with _holding(claim, intent) as live:
             outcome = await run_once_async(
                 self.store,

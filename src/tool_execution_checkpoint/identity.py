@@ -15,9 +15,10 @@ A call's identity has three parts:
   (nothing to hand back, another binding, nothing run) gives its number back: the model's
   retry of it is the same call again, never a new one that runs the tool.
 
-The innermost declaration wins: an enclosing :func:`tool_call`, then an enclosing
-:func:`call_scope`, then the framework's own id; with none the call is refused before
-anything runs.
+The innermost declaration wins (an enclosing :func:`tool_call` or :func:`call_scope`),
+then the framework's own id; an id the caller owns (an MCP client's key) is authoritative
+and wins over both. With none the call is refused before anything runs. A guarded tool
+called by another guarded tool is numbered within the calling call.
 """
 
 from __future__ import annotations
@@ -102,8 +103,11 @@ class CallScope:
                 self.refused = refusal
 
 
-_CALL_ID: ContextVar[str | None] = ContextVar("tool_execution_checkpoint.call_id", default=None)
-_SCOPE: ContextVar[CallScope | None] = ContextVar("tool_execution_checkpoint.scope", default=None)
+_DECLARED: ContextVar[str | CallScope | None] = ContextVar(
+    "tool_execution_checkpoint.declared", default=None
+)
+"""The innermost declaration: a :func:`tool_call` id or a :func:`call_scope`."""
+
 _RUNNING_KEY: ContextVar[str | None] = ContextVar(
     "tool_execution_checkpoint.idempotency_key", default=None
 )
@@ -113,12 +117,12 @@ _RUNNING_KEY: ContextVar[str | None] = ContextVar(
 def tool_call(call_id: str) -> Iterator[None]:
     """Make ``call_id`` the call id of every guarded tool called inside the block (in
     this thread or task and what it starts): one call, whose id survives the framework's
-    retry or resume, such as the model's tool-use id. It wins over any other scope."""
-    token = _CALL_ID.set(call_id)
+    retry or resume, such as the model's tool-use id."""
+    token = _DECLARED.set(call_id)
     try:
         yield
     finally:
-        _CALL_ID.reset(token)
+        _DECLARED.reset(token)
 
 
 @contextmanager
@@ -136,23 +140,20 @@ def call_scope(name: str) -> Iterator[CallScope]:
             turn for the host.
     """
     scope = CallScope(name)
-    token = _SCOPE.set(scope)
+    token = _DECLARED.set(scope)
     try:
         yield scope
     finally:
-        _SCOPE.reset(token)
+        _DECLARED.reset(token)
     if scope.refused is not None:
         raise scope.refused
 
 
 def current_call_id() -> str | None:
-    """The call id set by the innermost :func:`tool_call` block, or None."""
-    return _CALL_ID.get()
-
-
-def current_scope() -> CallScope | None:
-    """The innermost :func:`call_scope`, or None."""
-    return _SCOPE.get()
+    """The call id set by the innermost declaration when it is a :func:`tool_call`
+    block, or None."""
+    declared = _DECLARED.get()
+    return declared if isinstance(declared, str) else None
 
 
 @dataclasses.dataclass(slots=True)
@@ -169,20 +170,23 @@ class Claim:
             self.scope.give_back(intent, self.occurrence, refusal)
 
 
-def claim_identity(intent: Intent, framework_id: str | None) -> Claim:
-    """The call id of a call of ``intent``: the innermost :func:`tool_call`, else an
-    occurrence in the innermost :func:`call_scope`, else ``framework_id``.
+def claim_identity(
+    intent: Intent, framework_id: str | None, *, authoritative: bool = False
+) -> Claim:
+    """The call id of a call of ``intent``: ``framework_id`` when it is ``authoritative``
+    (an id the caller owns, such as an MCP client's key, that no declaration in the serving
+    process may override); else the innermost declaration (a :func:`tool_call` id, or an
+    occurrence in a :func:`call_scope`); else ``framework_id``.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT when there is none of them.
     """
-    explicit = _CALL_ID.get()
-    if explicit is not None:
-        return Claim(explicit)
-    scope = _SCOPE.get()
-    if scope is not None:
-        call_id, number = scope.take(intent)
-        return Claim(call_id, scope, number)
+    declared = None if authoritative else _DECLARED.get()
+    if isinstance(declared, str):
+        return Claim(declared)
+    if declared is not None:
+        call_id, number = declared.take(intent)
+        return Claim(call_id, declared, number)
     if framework_id is not None:
         return Claim(framework_id)
     raise CheckpointError(
@@ -202,12 +206,17 @@ def idempotency_key_of(namespace: str, call_id: str) -> str:
 
 @contextmanager
 def running_call(namespace: str, call_id: str) -> Iterator[None]:
-    """Make the call's downstream idempotency key current while its tool runs."""
-    token = _RUNNING_KEY.set(idempotency_key_of(namespace, call_id))
+    """While a call's tool runs: its downstream idempotency key is current, and the call
+    is the scope of the guarded calls the tool makes itself (numbered per intent, like a
+    :func:`call_scope` named after the call), so that they never take the call's own id
+    or an enclosing scope's numbers."""
+    key_token = _RUNNING_KEY.set(idempotency_key_of(namespace, call_id))
+    scope_token = _DECLARED.set(CallScope(f"{call_id}/inner"))
     try:
         yield
     finally:
-        _RUNNING_KEY.reset(token)
+        _DECLARED.reset(scope_token)
+        _RUNNING_KEY.reset(key_token)
 
 
 def current_idempotency_key() -> str:
