@@ -13,12 +13,13 @@ This file is also the server process of that test (``python <this file> ...``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,6 +32,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    CONNECTION_CLOSED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
@@ -41,16 +43,20 @@ from pydantic import BaseModel
 
 from tool_execution_checkpoint import (
     AsyncSQLiteStore,
+    Checkpoint,
     CheckpointError,
     ErrorCode,
     MemoryStore,
     SQLiteStore,
+    StoreError,
+    prune_result,
 )
 from tool_execution_checkpoint.adapters.mcp import (
     CONTEXT_PARAMETER,
     IDEMPOTENCY_KEY,
     checkpointed_tool,
 )
+from tool_execution_checkpoint.identity import call_scope, current_idempotency_key, tool_call
 from tool_execution_checkpoint.testing.conformance import leaks
 
 
@@ -76,6 +82,26 @@ def key(value: str = "6f1c2b8e-key") -> Any:
 
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(scenario())
+
+
+async def host_call(client: Client, name: str, arguments: dict[str, Any], meta: Any) -> Any:
+    """A host that retries what it is told failed: the same key while the refusal says
+    ``retrySameKey``; an ``isError`` result goes to the model, whose retry is a new call
+    (a new key); any other refusal fails the turn. Returns the result and the refusals."""
+    refusals: list[MCPError] = []
+    for _ in range(50):
+        try:
+            result = await client.call_tool(name, arguments, meta=meta)
+        except MCPError as error:
+            refusals.append(error)
+            if not (isinstance(error.data, dict) and error.data.get("retrySameKey")):
+                raise
+            await asyncio.sleep(0.01)
+            continue
+        if not result.is_error:
+            return result, refusals
+        meta = key(f"{meta[IDEMPOTENCY_KEY]}+")
+    raise AssertionError("never answered")
 
 
 # --- the server process, SIGKILLed after the effect ----------------------------------------
@@ -239,10 +265,11 @@ def test_the_same_key_with_other_arguments_is_refused_as_a_binding_conflict(
     async def scenario() -> None:
         async with Client(server) as client:
             await client.call_tool("send_email", {"to": "ada", "body": "x"}, meta=key())
-            with pytest.raises(MCPError) as raised:
-                await client.call_tool("send_email", {"to": "eve", "body": "x"}, meta=key())
+            with pytest.raises(MCPError) as raised:  # the host is not told to retry
+                await host_call(client, "send_email", {"to": "eve", "body": "x"}, key())
         assert raised.value.code == INVALID_PARAMS
-        assert raised.value.data == {"code": "BINDING_CONFLICT"}
+        assert raised.value.data == {"code": "BINDING_CONFLICT", "retrySameKey": False}
+        assert "Do not resend it: a new call needs a new key" in raised.value.message
         assert "eve" not in str(raised.value)
         assert "6f1c2b8e" not in str(raised.value)
 
@@ -317,7 +344,9 @@ def test_a_tool_error_is_stored_and_a_retry_is_an_error_without_running_it() -> 
     assert runs == ["charge 5"]
 
 
-def test_a_call_in_flight_is_refused_and_may_be_sent_again_later(tmp_path: Path) -> None:
+def test_a_call_in_flight_is_worded_as_in_flight_and_the_same_key_later_runs_nothing(
+    tmp_path: Path,
+) -> None:
     outbox = tmp_path / "outbox"
     server = MCPServer("mail")
 
@@ -335,16 +364,17 @@ def test_a_call_in_flight_is_refused_and_may_be_sent_again_later(tmp_path: Path)
         async with Client(server) as client:
             first = asyncio.create_task(client.call_tool("send_email", {"to": "ada"}, meta=key()))
             await started.wait()
-            with pytest.raises(MCPError) as raised:
-                await client.call_tool("send_email", {"to": "ada"}, meta=key())
+            retry = asyncio.create_task(host_call(client, "send_email", {"to": "ada"}, key()))
+            await asyncio.sleep(0.05)  # the retry is refused at least once meanwhile
             release.set()
             result = await first
-            later = await client.call_tool("send_email", {"to": "ada"}, meta=key())
-        assert raised.value.code == INTERNAL_ERROR
-        assert raised.value.data == {
-            "status": "needs-execution-reconciliation",
-            "retrySameKey": True,
-        }
+            later, refusals = await retry
+        assert refusals
+        for refused in refusals:
+            assert refused.code == INTERNAL_ERROR
+            assert refused.data == {"status": "in-flight", "retrySameKey": True}
+            assert "send the same key again later" in refused.message
+            assert "reconcil" not in refused.message
         assert result.structured_content == later.structured_content
 
     run(scenario)
@@ -370,10 +400,8 @@ def test_an_mcp_error_from_the_tool_passes_through_and_marks_the_call_uncertain(
                 await client.call_tool("send_email", {"to": "ada"}, meta=key())
         assert first.value.message == "sign in first"
         assert again.value.code == INTERNAL_ERROR
-        assert again.value.data == {
-            "status": "needs-execution-reconciliation",
-            "retrySameKey": False,
-        }
+        assert again.value.data == {"status": "needs-reconciliation", "retrySameKey": False}
+        assert "until an operator settles the record" in again.value.message
 
     run(scenario)
     assert runs == ["ada"]
@@ -408,17 +436,223 @@ def test_decorating_refuses_what_the_guard_cannot_keep(tmp_path: Path) -> None:
     def clashes(checkpoint_context: str) -> str:
         return checkpoint_context
 
+    def with_context(to: str, ctx: Context) -> str:
+        del ctx
+        return to
+
     cases: list[tuple[Any, Callable[..., Any], str]] = [
         (checkpointed_tool(MemoryStore()), asks, "tool"),
         (checkpointed_tool(AsyncSQLiteStore(tmp_path / "a.db")), sync_tool, "store"),
         (checkpointed_tool(MemoryStore(), exclude=("nope",)), sync_tool, "exclude"),
         (checkpointed_tool(MemoryStore()), clashes, "tool"),
+        (checkpointed_tool(MemoryStore(), intent=("nope",)), sync_tool, "intent"),
+        (checkpointed_tool(MemoryStore(), intent=()), sync_tool, "intent"),
+        (checkpointed_tool(MemoryStore(), intent=("ctx",)), with_context, "intent"),
     ]
     for decorate, tool, field in cases:
         with pytest.raises(CheckpointError) as raised:
             decorate(tool)
         assert raised.value.code is ErrorCode.INVALID_ARGUMENT
         assert raised.value.field == field
+
+
+# --- identity: the client's key, whatever the server process has around it ----------------
+
+
+class Transient(Exception):
+    """An upstream timeout, raised before the tool's effect."""
+
+
+def lose_first_response(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """``tool``, whose first response is lost after its effect: the client is told the
+    connection closed, as when the server dies before writing the response."""
+    lost: list[bool] = []
+
+    @functools.wraps(tool)
+    def losing(*args: Any, **kwargs: Any) -> Any:
+        value = tool(*args, **kwargs)
+        if not lost:
+            lost.append(True)
+            raise MCPError(CONNECTION_CLOSED, "Connection closed")
+        return value
+
+    return losing
+
+
+@pytest.mark.parametrize(("intent", "reworded"), [(None, "paid"), (("to",), "Paid, thanks.")])
+def test_a_response_lost_after_the_effect_then_the_same_key_again_sends_once(
+    tmp_path: Path, intent: tuple[str, ...] | None, reworded: str
+) -> None:
+    """With ``intent=("to",)`` the retry's model reworded ``body``: the same call."""
+    outbox = tmp_path / "outbox"
+    server = MCPServer("mail")
+
+    @checkpointed_tool(MemoryStore(), intent=intent)
+    def send_email(to: str, body: str) -> Receipt:
+        """Send an e-mail."""
+        return send(outbox, to, body)
+
+    server.tool()(lose_first_response(send_email))
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            with pytest.raises(MCPError) as lost:
+                await client.call_tool("send_email", {"to": "ada", "body": "paid"}, meta=key())
+        assert (lost.value.code, sent(outbox)) == (CONNECTION_CLOSED, 1)
+        async with Client(server) as client:  # reconnected, the same key
+            again = await client.call_tool(
+                "send_email", {"to": "ada", "body": reworded}, meta=key()
+            )
+            assert again.structured_content == {"to": "ada", "number": 1}
+            with pytest.raises(MCPError) as conflict:  # another recipient: never a replay
+                await client.call_tool("send_email", {"to": "eve", "body": reworded}, meta=key())
+            assert conflict.value.data == {"code": "BINDING_CONFLICT", "retrySameKey": False}
+            other = {"to": "ada", "body": reworded}
+            fresh = await client.call_tool("send_email", other, meta=key("another-call"))
+            assert fresh.structured_content == {"to": "ada", "number": 2}
+
+    run(scenario)
+    assert sent(outbox) == 2
+
+
+@pytest.mark.parametrize(("not_run", "emails"), [((Transient,), 1), (None, 0)])
+def test_a_transient_error_before_the_effect_is_not_stored_and_the_same_key_runs_the_tool(
+    tmp_path: Path, not_run: tuple[type[Exception], ...] | None, emails: int
+) -> None:
+    """Without ``not_run`` the timeout is stored as the call's result, for good."""
+    outbox = tmp_path / "outbox"
+    failures = [Transient()]
+    server = MCPServer("mail")
+    options: dict[str, Any] = {} if not_run is None else {"not_run": not_run}
+
+    @server.tool()
+    @checkpointed_tool(MemoryStore(), **options)
+    def send_email(to: str) -> Receipt:
+        """Send an e-mail; the upstream times out once, before sending."""
+        if failures:
+            raise failures.pop()
+        return send(outbox, to)
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            first = await client.call_tool("send_email", {"to": "ada"}, meta=key())
+            again = await client.call_tool("send_email", {"to": "ada"}, meta=key())
+        assert first.is_error
+        assert again.is_error is (emails == 0)
+
+    run(scenario)
+    assert sent(outbox) == emails
+
+
+@contextlib.contextmanager
+def nothing() -> Iterator[None]:
+    yield
+
+
+STRAY: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
+    "none": nothing,
+    "tool_call": lambda: tool_call("stray-server-call"),
+    "call_scope": lambda: call_scope("stray-server-turn"),
+}
+"""A block of the process around the server: the SDK's in-memory transport runs the
+server's handler in the client's task, so the host's block is around the tool."""
+
+
+@pytest.mark.parametrize("stray", sorted(STRAY))
+def test_the_client_key_names_the_call_and_its_downstream_key_whatever_the_server_is_in(
+    tmp_path: Path, stray: str
+) -> None:
+    outbox = tmp_path / "outbox"
+    downstream: list[str] = []
+    failures = [Transient()]
+    server = MCPServer("mail")
+
+    @server.tool()
+    @checkpointed_tool(MemoryStore(), not_run=(Transient,))
+    async def send_email(to: str) -> Receipt:
+        """Send an e-mail with the provider's idempotency key."""
+        downstream.append(current_idempotency_key())
+        if failures:
+            raise failures.pop()
+        return send(outbox, to)
+
+    async def session(*keys: str) -> list[Any]:
+        with STRAY[stray]():
+            async with Client(server) as client:
+                results = []
+                for value in keys:
+                    result = await client.call_tool("send_email", {"to": "ada"}, meta=key(value))
+                    results.append(result.structured_content)
+                return results
+
+    async def scenario() -> None:
+        # key-a: the upstream times out, the same key again sends; key-b: another call;
+        # key-a once more, in another session: the stored receipt.
+        assert await session("key-a", "key-a") == [None, {"to": "ada", "number": 1}]
+        assert await session("key-b", "key-a") == [
+            {"to": "ada", "number": 2},
+            {"to": "ada", "number": 1},
+        ]
+
+    run(scenario)
+    assert sent(outbox) == 2
+    assert len(downstream) == 3
+    assert downstream[0] == downstream[1] != downstream[2]
+    assert all(k.startswith("tec-") and "key" not in k for k in downstream)
+
+
+class Down(MemoryStore):
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:  # noqa: ARG002
+        raise StoreError("injected: down")
+
+    def get(self, key: str) -> Any:  # noqa: ARG002
+        raise StoreError("injected: down")
+
+
+def test_a_pruned_result_and_a_store_that_is_down_are_worded_for_what_the_client_can_do(
+    tmp_path: Path,
+) -> None:
+    outbox = tmp_path / "outbox"
+    recipient = "zq-recipient-77"
+    store = MemoryStore()
+    server = MCPServer("mail")
+
+    @server.tool()
+    @checkpointed_tool(store)
+    def send_email(to: str) -> Receipt:
+        """Send an e-mail."""
+        return send(outbox, to)
+
+    @server.tool()
+    @checkpointed_tool(Down())
+    def send_now(to: str) -> Receipt:
+        """Send an e-mail through a store that is down."""
+        return send(outbox, to)
+
+    async def scenario() -> list[MCPError]:
+        refusals = []
+        async with Client(server) as client:
+            await client.call_tool("send_email", {"to": recipient}, meta=key())
+            (record_key,) = store.keys()
+            pruned = prune_result(
+                Checkpoint.from_dict(store.get(record_key) or {}), at="2099-01-01T00:00:00Z"
+            )
+            assert store.compare_and_swap(record_key, pruned.expected_revision, pruned.next)
+            for name in ("send_email", "send_now"):
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool(name, {"to": recipient}, meta=key())
+                refusals.append(raised.value)
+        return refusals
+
+    refusals = asyncio.run(scenario())
+    assert [(refusal.code, refusal.data) for refusal in refusals] == [
+        (INTERNAL_ERROR, {"status": "result-pruned", "retrySameKey": False}),
+        (INTERNAL_ERROR, {"status": "store-unavailable", "retrySameKey": True}),
+    ]
+    for refusal in refusals:
+        assert leaks(refusal, "6f1c2b8e") is None
+        assert leaks(refusal, recipient) is None
+    assert sent(outbox) == 1
 
 
 CHAIN_KEY = "chain-key-4b9e1d"
@@ -489,8 +723,8 @@ def test_the_errors_a_client_is_told_hold_no_key_down_their_whole_chain() -> Non
     answers = errors[1:3] + errors[4:]
     assert [type(error) for error in answers] == [MCPError, MCPError, ToolError]
     assert [cast(MCPError, error).data for error in answers[:2]] == [
-        {"status": "needs-execution-reconciliation", "retrySameKey": False},
-        {"code": "BINDING_CONFLICT"},
+        {"status": "needs-reconciliation", "retrySameKey": False},
+        {"code": "BINDING_CONFLICT", "retrySameKey": False},
     ]
     for error in answers:
         assert leaks(error, CHAIN_KEY) is None, error

@@ -156,6 +156,12 @@ def current_call_id() -> str | None:
     return declared if isinstance(declared, str) else None
 
 
+def current_scope() -> CallScope | None:
+    """The innermost declaration when it is a :func:`call_scope`, or None."""
+    declared = _DECLARED.get()
+    return declared if isinstance(declared, CallScope) else None
+
+
 @dataclasses.dataclass(slots=True)
 class Claim:
     """A call's id and, in a named scope, the occurrence it holds."""

@@ -27,6 +27,14 @@ clients that choose the same key share one call, so keys must be unguessable and
 (a UUID); a server with several tenants passes ``call_id=`` a function of the
 ``Context`` that adds the tenant (``f"{tenant}:{idempotency_key(ctx)}"``).
 
+**The key always names the call.** The guard takes it as authoritative, so no
+``tool_call`` or ``call_scope`` of the server process can replace it: such a block is
+never the client's call (the SDK's in-memory transport runs the server's handler in the
+caller's task, ``mcp/shared/direct_dispatcher.py``, and a sync tool's worker thread copies
+that context, ``mcp/server/mcpserver/utilities/func_metadata.py``), and letting it win
+would merge the calls of distinct keys. A guarded function the tool itself calls is
+numbered within the key's call.
+
 **A call without a key** is refused before the tool runs: ``MCPError`` INVALID_PARAMS
 naming the ``_meta`` key. A guarded tool is one whose effect must not happen twice, and a
 client that forgot the key would otherwise never learn it was unprotected.
@@ -34,29 +42,44 @@ client that forgot the key would otherwise never learn it was unprotected.
 
 **The fingerprint** is of the tool's arguments as the SDK validated them, without the
 ``Context`` parameter (the SDK fills it per request: another request id, session and
-transport on every retry) and without the names in ``exclude``. A tool with no
-``Context`` parameter gets one (keyword-only, :data:`CONTEXT_PARAMETER`) that the SDK
-fills and leaves out of the tool's input schema; the tool itself is called without it.
-The same key with other arguments, or for another tool, is ``MCPError`` INVALID_PARAMS
-with ``data={"code": "BINDING_CONFLICT"}``: never a replay.
+transport on every retry) and without the names in ``exclude``; with ``intent=``, of
+only the arguments named there (those that identify the effect: a retry whose model
+reworded ``body`` is the same call). A tool with no ``Context`` parameter gets one
+(keyword-only, :data:`CONTEXT_PARAMETER`) that the SDK fills and leaves out of the
+tool's input schema; the tool itself is called without it.
 
 **What the client gets.** The first call: what the tool returned, converted by the SDK
 as usual. A retry with the same key: the stored result, rebuilt to the return
 annotation's type (:func:`~tool_execution_checkpoint.result_codec`) and converted the
 same way; the tool does not run. A tool that raised: the SDK's ``isError`` result, and on
-a retry ``isError`` again, naming the exception's type (its message is not stored). A call
-with nothing to hand back (another attempt holds the claim, the outcome is unknown, the
-result was pruned, the store failed) is ``MCPError`` INTERNAL_ERROR with
-``data={"status": <RunStatus>, "retrySameKey": <bool>}``: ``true`` when the same key may
-be sent again later (in flight, store unavailable), ``false`` when only an operator can
-settle the record (``tool-checkpoint reconcile``). No message or ``data`` holds an
-argument, a result or the key.
+a retry ``isError`` again, naming the exception's type (its message is not stored). A
+tool that raised one of ``not_run`` (it stopped before any effect: a transient upstream
+error, an approval asked first) reaches the client as the SDK reports it, nothing is
+stored, and the next call with the same key runs the tool. Inside the tool,
+``current_idempotency_key()`` is the same on every call with one key and differs
+between keys: pass it to the external API with the effect.
+
+**Refusals** are ``MCPError``, never an ``isError`` result a model would answer with a
+new call under a new key. No message or ``data`` holds an argument, a result or the key.
+
+- the key was used before with other arguments (those in ``intent``) or for another
+  tool: INVALID_PARAMS, ``{"code": "BINDING_CONFLICT", "retrySameKey": false}``; the
+  earlier call stands, and a new call needs a new key;
+- in flight (another attempt holds the claim: still running, or its worker died):
+  INTERNAL_ERROR, ``{"status": "in-flight", "retrySameKey": true}``;
+- its outcome is unknown: INTERNAL_ERROR, ``{"status": "needs-reconciliation",
+  "retrySameKey": false}``; only an operator settles it (``tool-checkpoint reconcile``);
+- answered before and its result since pruned: INTERNAL_ERROR, ``{"status":
+  "result-pruned", "retrySameKey": false}``;
+- the store failed: INTERNAL_ERROR, ``{"status": "store-unavailable", "retrySameKey":
+  true}``.
 
 **Control flow.** An ``MCPError`` raised by the tool (``UrlElicitationRequiredError``
 and the like) is the protocol's, not a result: it passes through (``pass_through``) after
 the execution is marked uncertain, as the guard cannot know what the tool did before it;
-a retry with the same key is then refused (``retrySameKey: false``) until an operator
-settles it. A tool that must ask the client something first should ask through
+a retry with the same key is then refused (needs reconciliation). One the tool raises
+before any effect belongs in ``not_run`` (checked first), which releases the claim
+instead. A tool that must ask the client something first should ask through
 ``Resolve(...)`` parameters, which the SDK resolves before it calls the tool, so the
 guarded body runs once, in the round that has every answer. A body that returns an
 ``InputRequiredResult`` is refused when decorating when its annotation says so; one that
@@ -78,13 +101,16 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
 from ..errors import CheckpointError, ErrorCode
 from ..guard import (
     CallInFlight,
+    CallNeedsReconciliation,
     CallNotAnswered,
+    CallResultPruned,
     CallStoreUnavailable,
     ResultCodec,
     ToolGuard,
     ToolRaisedEarlier,
     result_codec,
 )
+from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
@@ -136,20 +162,59 @@ class _FinalResults:
         return self._codec.decode(payload)
 
 
+_UNANSWERED: tuple[tuple[type[CallNotAnswered], str, bool, str], ...] = (
+    (
+        CallInFlight,
+        "in-flight",
+        True,
+        "another attempt with this idempotency key holds the call (it may still be running):"
+        " send the same key again later",
+    ),
+    (
+        CallNeedsReconciliation,
+        "needs-reconciliation",
+        False,
+        "whether this call's effect happened is unknown: the tool will not run again for"
+        " this key until an operator settles the record (tool-checkpoint reconcile)",
+    ),
+    (
+        CallResultPruned,
+        "result-pruned",
+        False,
+        "this call was answered before and its stored result has since been pruned:"
+        " the tool will not run again for this key",
+    ),
+    (
+        CallStoreUnavailable,
+        "store-unavailable",
+        True,
+        "the server's checkpoint store is unavailable: send the same key again later",
+    ),
+)
+"""Each call with nothing to hand back: its ``status``, whether the client may send the
+same key again, and what the client is told (any other: as needing reconciliation)."""
+
+_BINDING_CONFLICT = (
+    "this idempotency key belongs to an earlier call with other arguments or another"
+    " tool, which stands; this call did not run. Do not resend it: a new call needs a"
+    " new key"
+)
+
+
 def _answer(error: Exception) -> Exception:
     """What the client is told instead of a result: no argument, result or key in it."""
     if isinstance(error, ToolRaisedEarlier):
         return ToolError(str(error))
     if isinstance(error, CallNotAnswered):
-        retry = isinstance(error, CallInFlight | CallStoreUnavailable)
-        data = {"status": error.outcome.status.value, "retrySameKey": retry}
-        return MCPError(INTERNAL_ERROR, str(error), data=data)
+        _, status, retry, message = next(
+            (row for row in _UNANSWERED if isinstance(error, row[0])), _UNANSWERED[1]
+        )
+        return MCPError(INTERNAL_ERROR, message, data={"status": status, "retrySameKey": retry})
     if isinstance(error, CheckpointError):
-        if error.code is ErrorCode.BINDING_CONFLICT:
-            message = "the idempotency key was sent before with other arguments or another tool"
-        else:
-            message = str(error)
-        return MCPError(INVALID_PARAMS, message, data={"code": error.code.value})
+        conflict = error.code is ErrorCode.BINDING_CONFLICT
+        message = _BINDING_CONFLICT if conflict else str(error)
+        data = {"code": error.code.value, "retrySameKey": False}
+        return MCPError(INVALID_PARAMS, message, data=data)
     return error
 
 
@@ -160,11 +225,12 @@ _NOT_ANSWERED = (CallNotAnswered, ToolRaisedEarlier, CheckpointError)
 def _answered(
     guard: ToolGuard, identity: str, arguments: dict[str, Any], tool: Callable[[], Any]
 ) -> Any:
-    """``guard.call``, its errors turned into the client's answer, raised outside the
-    ``except``: no ``__context__`` keeps the guard's error, whose outcome holds the record
-    (the key among it, and for some statuses the payload)."""
+    """``guard.call`` with the client's key as the authoritative id, so no block of the
+    server process replaces it; its errors turned into the client's answer, raised
+    outside the ``except``: no ``__context__`` keeps the guard's error, whose outcome
+    holds the record (the key among it, and for some statuses the payload)."""
     try:
-        return guard.call(identity, arguments, tool)
+        return guard.call(identity, arguments, tool, authoritative=True)
     except _NOT_ANSWERED as error:
         answer = _answer(error)
     raise answer
@@ -178,7 +244,7 @@ async def _answered_async(
 ) -> Any:
     """The asyncio twin of :func:`_answered`."""
     try:
-        return await guard.call_async(identity, arguments, tool)
+        return await guard.call_async(identity, arguments, tool, authoritative=True)
     except _NOT_ANSWERED as error:
         answer = _answer(error)
     raise answer
@@ -196,7 +262,9 @@ def checkpointed_tool(
     namespace: str = "default",
     name: str | None = None,
     revision: str = "1",
+    intent: Collection[str] | None = None,
     exclude: Collection[str] = (),
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     call_id: Callable[[Context[Any, Any]], str | None] = idempotency_key,
     require_key: bool = True,
     codec: ResultCodec[Any] | None = None,
@@ -212,9 +280,15 @@ def checkpointed_tool(
         namespace: The binding's namespace.
         name: The binding's tool name (default: the function's ``__name__``).
         revision: The binding's tool revision.
+        intent: The parameters that identify the effect (see
+            :class:`~tool_execution_checkpoint.ToolGuard`); by default all of them.
         exclude: Parameters left out of the fingerprint, besides the ``Context``.
+        not_run: The tool's exceptions raised before any effect (see
+            :class:`~tool_execution_checkpoint.ToolGuard`; default ``ToolDidNotRun``):
+            never stored, the next call with the same key runs the tool.
         call_id: The call id of a request's ``Context`` (default :func:`idempotency_key`);
-            None means the client sent none.
+            None means the client sent none. It always names the call: no ``tool_call``
+            or ``call_scope`` around the server replaces it.
         require_key: Refuse a call without a key (default), or run it unguarded.
         codec: How the result is stored and rebuilt (default: :func:`result_codec` of the
             return annotation).
@@ -223,8 +297,10 @@ def checkpointed_tool(
         max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
 
     Raises:
-        CheckpointError: INVALID_ARGUMENT, when decorating: an ``exclude`` name that is not
-            a parameter, an async store with a sync tool, a tool annotated to return an
+        CheckpointError: INVALID_ARGUMENT, when decorating: an ``exclude`` or ``intent``
+            name that is not a parameter, an ``intent`` name left out of the fingerprint
+            (the ``Context``, an ``exclude`` name), an empty ``intent``, an async store
+            with a sync tool, a tool annotated to return an
             ``InputRequiredResult``, or a tool that has a parameter named
             :data:`CONTEXT_PARAMETER` that is not its ``Context``.
     """
@@ -236,8 +312,11 @@ def checkpointed_tool(
         returns = signature.return_annotation
         returns = Any if returns is inspect.Signature.empty else returns
         problem = None
+        chosen = None if intent is None else frozenset(intent)
         if set(exclude) - set(signature.parameters):
             problem = ("exclude", "names a parameter the tool does not have")
+        elif chosen is not None and (not chosen or chosen - set(signature.parameters)):
+            problem = ("intent", "is empty or names a parameter the tool does not have")
         elif _returns_input_required(returns):
             problem = ("tool", "returns an InputRequiredResult: ask through Resolve(...)")
         is_async = inspect.iscoroutinefunction(tool)
@@ -249,6 +328,8 @@ def checkpointed_tool(
         added = context_name is None
         if added and CONTEXT_PARAMETER in signature.parameters:
             problem = ("tool", f"has a parameter named {CONTEXT_PARAMETER!r}")
+        if chosen is not None and chosen & {context_name, *exclude}:
+            problem = ("intent", "names the Context or an excluded parameter")
         if problem is not None:
             raise CheckpointError(ErrorCode.INVALID_ARGUMENT, problem[1], field=problem[0])
         context_name = context_name or CONTEXT_PARAMETER
@@ -261,9 +342,11 @@ def checkpointed_tool(
                 codec or result_codec(typing.get_type_hints(tool).get("return", Any))
             ),
             pass_through=(MCPError,),
+            not_run=not_run,
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
             max_payload_bytes=max_payload_bytes,
+            intent=chosen,
         )
         left_out = {context_name, *exclude}
 
