@@ -18,6 +18,7 @@ from .adapters import SyncStoreAdapter, as_sync_store
 from .conformance import OperableStoreConformance, StoreConformance, read_back_landed
 from .faults import Fault, FaultyStore
 from .harness import ProtocolMachine, SendAnswer, ToolAnswer, Worker, protocol_machine
+from .identity import IdentityMachine, IdentityScheme, identity_machine
 from .profiles import PROFILES, HarnessProfile, active_profile
 from .stress import StressReport, threaded_stress
 
@@ -26,6 +27,8 @@ __all__ = [
     "Fault",
     "FaultyStore",
     "HarnessProfile",
+    "IdentityMachine",
+    "IdentityScheme",
     "OperableStoreConformance",
     "ProtocolMachine",
     "SendAnswer",
@@ -36,6 +39,7 @@ __all__ = [
     "Worker",
     "active_profile",
     "as_sync_store",
+    "identity_machine",
     "protocol_machine",
     "read_back_landed",
     "threaded_stress",
