@@ -1,54 +1,71 @@
-"""The LangGraph adapter, in LangGraph's own loop: a ``StateGraph`` whose model node is
-langchain-core's ``GenericFakeChatModel`` and whose tools node is a ``ToolNode`` guarded
-by ``checkpoint_tool_calls``, persisted by LangGraph's SQLite or in-memory checkpointer.
-
-The host dies after the tool's effect and before the tools node finishes (a real process
-SIGKILLed, or an exception raised in the node), then the thread is resumed the way
-LangGraph resumes (``invoke(None, config)`` with the same thread id): the outbox counts
-two e-mails without the guard and one with it.
-
-This file is also the child process of the SIGKILL test (``python <this file> ...``).
+"""The LangGraph adapter in LangGraph's own loop (the graph, its fake models and the host
+process are in ``langgraph_host.py``): the host dies after the tool's effect and before
+the tools node finishes (SIGKILLed, or an exception in the node), the thread is resumed
+each way LangGraph resumes, and the outbox counts one e-mail per intended e-mail,
+including with a model whose tool call ids repeat across turns.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
+import importlib.metadata
 import json
-import operator
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NotRequired
+from types import SimpleNamespace
+from typing import Annotated, Any
 
 import pytest
 
 pytest.importorskip("langgraph.prebuilt")
 
-from langchain_core.language_models.fake_chat_models import (
-    GenericFakeChatModel,
-)
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import InjectedState, ToolNode, ToolRuntime, tools_condition
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt import InjectedState, ToolRuntime, tools_condition
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, RetryPolicy, Send
 
+from langgraph_host import (
+    CONFIG,
+    Execute,
+    HostDied,
+    RetryingModel,
+    acrashing,
+    approval_tool,
+    ask,
+    build,
+    calls,
+    crashing,
+    each_call_sent,
+    invoke,
+    lines,
+    model,
+    outbox_tool,
+    repeating_ids,
+    request_in,
+    run_host,
+    sent,
+    two_turns,
+    unknown_outcome,
+    write,
+)
 from tool_execution_checkpoint import (
     AsyncSQLiteStore,
+    CallInFlight,
     CallNeedsReconciliation,
     CheckpointError,
     ErrorCode,
     MemoryStore,
-    SQLiteStore,
     Status,
+    ToolGuard,
+    ToolRaisedEarlier,
+    call_scope,
+    current_idempotency_key,
+    tool_call,
 )
 from tool_execution_checkpoint.adapters.langgraph import (
     ToolCallCheckpoint,
@@ -57,230 +74,290 @@ from tool_execution_checkpoint.adapters.langgraph import (
     tool_result_codec,
 )
 
-Execute = Callable[[ToolCallRequest], Any]
-AsyncExecute = Callable[[ToolCallRequest], Awaitable[Any]]
+# --- the host killed mid-step: a real process, SIGKILLed, resumed by a second one ----------
 
 
-class State(MessagesState):
-    receipts: Annotated[list[str], operator.add]
-    note: NotRequired[str]
-
-
-class HostDied(Exception):
-    """Raised in the tools node after the tool returned: the host's crash, in process."""
-
-
-def ask(tool_name: str, call_id: str = "call_1", **args: Any) -> AIMessage:
-    """The model's turn that calls one tool."""
-    return AIMessage(
-        content="",
-        tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}],
-    )
-
-
-def model(*turns: AIMessage | str) -> GenericFakeChatModel:
-    return GenericFakeChatModel(messages=iter(turns))
-
-
-def build(
-    tools: list[Any],
-    chat: GenericFakeChatModel,
-    checkpointer: BaseCheckpointSaver[Any] | None,
-    **tool_node: Any,
-) -> Any:
-    """Model node, tools node, and LangGraph's own edges between them."""
-
-    def agent(state: State) -> dict[str, Any]:
-        return {"messages": [chat.invoke(state["messages"])]}
-
-    graph = StateGraph(State)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(tools, **tool_node))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=checkpointer)
-
-
-def outbox_tool(outbox: Path) -> Any:
-    @tool
-    def send_email(to: str, body: str) -> str:
-        """Send an e-mail."""
-        with outbox.open("a") as lines:
-            lines.write(f"{to}: {body}\n")
-        return f"sent to {to} ({len(outbox.read_text().splitlines())})"
-
-    return send_email
-
-
-def sent(outbox: Path) -> int:
-    return len(outbox.read_text().splitlines()) if outbox.exists() else 0
-
-
-def crashing(
-    guard: Callable[[ToolCallRequest, Execute], Any] | None, seen: list[Any]
-) -> Callable[[ToolCallRequest, Execute], Any]:
-    """A wrap_tool_call that runs the call (through ``guard`` when given), keeps what the
-    node got back, and dies once after the first attempt's tool returned."""
-
-    def wrap(request: ToolCallRequest, execute: Execute) -> Any:
-        result = guard(request, execute) if guard is not None else execute(request)
-        seen.append(copy.deepcopy(result))  # the state's reducer gives the message an id
-        if len(seen) == 1:
-            raise HostDied
-        return result
-
-    return wrap
-
-
-CONFIG: Any = {"configurable": {"thread_id": "thread-1"}}
-
-
-# --- the host killed mid-step: a real process, SIGKILLed -----------------------------------
-
-
-def child(workdir: Path, mode: str, phase: str) -> None:
-    """One host process: ``crash`` starts the thread and is SIGKILLed after the tool's
-    effect, before the tools node finishes; ``resume`` resumes the thread and prints the
-    final messages as JSON."""
-    from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: PLC0415
-
-    saver = SqliteSaver(sqlite3.connect(workdir / "graph.db", check_same_thread=False))
-    guard = ToolCallCheckpoint(SQLiteStore(workdir / "calls.db"))
-
-    def wrap(request: ToolCallRequest, execute: Execute) -> Any:
-        result = guard.wrap_tool_call(request, execute) if mode == "guarded" else execute(request)
-        if phase == "crash":
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
-
-    final = AIMessage(content="Done.")
-    turns = (ask("send_email", to="ada", body="paid"), final) if phase == "crash" else (final,)
-    graph = build([outbox_tool(workdir / "outbox")], model(*turns), saver, wrap_tool_call=wrap)
-    if phase == "crash":
-        graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG, durability="sync")
-        return
-    state = graph.invoke(None, CONFIG, durability="sync")
-    print(json.dumps([[type(m).__name__, m.content] for m in state["messages"]]))
-
-
-def run_child(workdir: Path, mode: str, phase: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value for key, value in os.environ.items() if not key.startswith("LANGSMITH")
-    }
-    environment["LANGSMITH_TRACING"] = "false"
-    return subprocess.run(
-        [sys.executable, __file__, str(workdir), mode, phase],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=environment,
-        check=False,
-    )
-
-
-@pytest.mark.parametrize(("mode", "emails"), [("bare", 2), ("guarded", 1)])
-def test_a_host_sigkilled_after_the_effect_and_resumed_sends_once_with_the_guard(
+@pytest.mark.parametrize(("mode", "emails"), [("bare", 3), ("guarded", 2)])
+def test_a_host_sigkilled_in_the_second_turn_is_resumed_by_another_process(
     tmp_path: Path, mode: str, emails: int
 ) -> None:
-    crashed = run_child(tmp_path, mode, "crash")
+    crashed = run_host(tmp_path, mode, "crash")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    assert sent(tmp_path / "outbox") == 1
+    assert sent(tmp_path / "outbox") == 2  # one per turn: the ids repeat, the calls do not
 
-    resumed = run_child(tmp_path, mode, "resume")
+    resumed = run_host(tmp_path, mode, "resume")
     assert resumed.returncode == 0, resumed.stderr
     assert sent(tmp_path / "outbox") == emails
     messages = json.loads(resumed.stdout)
-    # The resume ran the tools node from the saved AIMessage, then the model's last turn.
-    assert [kind for kind, _ in messages] == [
-        "HumanMessage",
-        "AIMessage",
-        "ToolMessage",
-        "AIMessage",
-    ]
-    assert messages[2][1] == f"sent to ada ({emails})"
+    kinds = ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert [kind for kind, _ in messages] == kinds * 2
+    assert [messages[2][1], messages[6][1]] == ["sent to ada (1)", f"sent to ada ({emails})"]
 
 
-# --- the host's crash as an exception in the node, sync and async --------------------------
+def test_the_langgraph_extra_carries_the_sqlite_checkpointer_as_installed() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["langgraph"]
+    version = importlib.metadata.version("langgraph-checkpoint-sqlite")
+    assert f"langgraph-checkpoint-sqlite=={version}" in extra
 
 
-@pytest.mark.parametrize(("guarded", "emails"), [(False, 2), (True, 1)])
-def test_a_sync_node_failing_after_the_tool_and_resumed_sends_once_with_the_guard(
+# --- turns of one thread whose tool call ids repeat ----------------------------------------
+
+
+@pytest.mark.parametrize("second", [{"to": "ada", "body": "paid"}, {"to": "eve", "body": "due"}])
+def test_tool_call_ids_repeating_across_turns_are_separate_calls(
+    tmp_path: Path, second: dict[str, str]
+) -> None:
+    outbox = tmp_path / "outbox"
+    turns = [*repeating_ids()[:2], ask("send_email", "call_0", **second), "Done."]
+    store = MemoryStore()
+    graph = build(
+        [outbox_tool(outbox)], model(*turns), InMemorySaver(), **checkpoint_tool_calls(store)
+    )
+    *_, state = two_turns(graph)
+
+    assert sent(outbox) == 2
+    assert state["messages"][6].content == f"sent to {second['to']} (2)"
+    keys = [line.split()[-1] for line in lines(outbox)]
+    assert len(set(keys)) == 2
+    assert len(list(store.keys())) == 2
+
+
+@pytest.mark.parametrize(("guarded", "emails"), [(False, 3), (True, 2)])
+@pytest.mark.parametrize("resume", ["invoke(None)", "RetryPolicy"])
+def test_the_second_turn_failing_after_its_effect_is_resumed_once(
+    tmp_path: Path, guarded: bool, emails: int, resume: str
+) -> None:
+    outbox = tmp_path / "outbox"
+    guard = ToolCallCheckpoint(MemoryStore()).wrap_tool_call if guarded else None
+    seen: list[Any] = []
+    retry: RetryPolicy | None = RetryPolicy(retry_on=HostDied, initial_interval=0.01)
+    retry = None if resume == "invoke(None)" else retry
+    graph = build(
+        [outbox_tool(outbox)],
+        model(*repeating_ids()),
+        InMemorySaver(),
+        retry=retry,
+        wrap_tool_call=crashing(guard, seen, at=2),
+    )
+    turns = two_turns(graph)
+    next(turns)
+    if retry is None:
+        with pytest.raises(HostDied):
+            next(turns)
+        state = graph.invoke(None, CONFIG, durability="sync")
+    else:
+        state = next(turns)
+
+    assert sent(outbox) == emails
+    assert state["messages"][6].content == f"sent to ada ({emails})"
+    if guarded:  # the replay is the ToolMessage the crashed attempt produced
+        assert isinstance(seen[2], ToolMessage)
+        assert seen[2] == seen[1]
+
+
+@pytest.mark.parametrize(("guarded", "emails"), [(False, 3), (True, 2)])
+def test_async_turns_streamed_and_resumed_with_ainvoke_send_once_each(
     tmp_path: Path, guarded: bool, emails: int
+) -> None:
+    outbox = tmp_path / "outbox"
+
+    async def scenario() -> Any:
+        guard = ToolCallCheckpoint(await AsyncSQLiteStore.open(tmp_path / "calls.db"))
+        wrap = acrashing(guard.awrap_tool_call if guarded else None, at=2)
+        chat = model(*repeating_ids())
+        graph = build([outbox_tool(outbox)], chat, InMemorySaver(), awrap_tool_call=wrap)
+        async for _ in graph.astream({"messages": [HumanMessage("Tell Ada")]}, CONFIG):
+            pass
+        with pytest.raises(HostDied):
+            async for _ in graph.astream({"messages": [HumanMessage("Again")]}, CONFIG):
+                pass
+        return await graph.ainvoke(None, CONFIG)
+
+    state = asyncio.run(scenario())
+    assert sent(outbox) == emails
+    assert state["messages"][6].content == f"sent to ada ({emails})"
+
+
+def test_an_interrupt_first_tool_in_two_turns_sends_once_per_turn(tmp_path: Path) -> None:
+    outbox = tmp_path / "outbox"
+    started: list[str] = []
+    send_email = approval_tool(outbox, started)
+
+    store = MemoryStore()
+    wrappers: Any = checkpoint_tool_calls(store, interrupt_first=("send_email",))
+    chat = model(*repeating_ids(to="ada"))
+    graph = build([send_email], chat, InMemorySaver(), **wrappers)
+    for text in ("Tell Ada", "Tell Ada again"):
+        first = graph.invoke({"messages": [HumanMessage(text)]}, CONFIG)
+        assert first["__interrupt__"][0].value == "approve?"
+        assert {(store.get(key) or {})["status"] for key in list(store.keys())} >= {"released"}
+        graph.invoke(Command(resume="yes"), CONFIG)
+        graph.invoke(Command(resume="yes"), CONFIG)  # nothing left to resume: no new e-mail
+    assert started == ["ada"] * 4  # LangGraph reruns the tool from its top
+    assert sent(outbox) == 2
+
+
+@pytest.mark.parametrize("route", ["one ToolNode task", "a Send per call"])
+@pytest.mark.parametrize("recipients", [("ada", "bob"), ("ada", "ada")])
+def test_parallel_calls_failing_mid_step_and_resumed_send_once_each(
+    tmp_path: Path, route: str, recipients: tuple[str, str]
 ) -> None:
     outbox = tmp_path / "outbox"
     seen: list[Any] = []
-    guard = ToolCallCheckpoint(MemoryStore()).wrap_tool_call if guarded else None
-    chat = model(ask("send_email", to="ada", body="paid"), "Done.")
-    graph = build(
-        [outbox_tool(outbox)], chat, InMemorySaver(), wrap_tool_call=crashing(guard, seen)
+    both = calls(
+        *[("send_email", f"call_{n}", {"to": to, "body": "-"}) for n, to in enumerate(recipients)]
     )
-
+    graph = build(
+        [outbox_tool(outbox)],
+        model(both, "Done."),
+        InMemorySaver(),
+        route=each_call_sent if route == "a Send per call" else tools_condition,
+        wrap_tool_call=crashing(ToolCallCheckpoint(MemoryStore()).wrap_tool_call, seen),
+    )
     with pytest.raises(HostDied):
-        graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG, durability="sync")
+        graph.invoke({"messages": [HumanMessage("Tell them")]}, CONFIG, durability="sync")
     state = graph.invoke(None, CONFIG, durability="sync")
 
-    assert sent(outbox) == emails
-    assert len(seen) == 2
-    assert state["messages"][2].content == seen[1].content
-    if guarded:  # the replay is the ToolMessage the first attempt produced
-        assert isinstance(seen[1], ToolMessage)
-        assert seen[1] == seen[0]
-        assert seen[1].content == "sent to ada (1)"
-        assert seen[1].tool_call_id == "call_1"
+    assert sent(outbox) == 2
+    assert all(sent(outbox, to) == recipients.count(to) for to in recipients)
+    replies = sorted(m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage))
+    assert replies == ["call_0", "call_1"]
 
 
-@pytest.mark.parametrize(("guarded", "emails"), [(False, 2), (True, 1)])
-def test_an_async_tool_in_an_async_run_failing_after_the_tool_sends_once_with_the_guard(
-    tmp_path: Path, guarded: bool, emails: int
+# --- a refusal never becomes a rerun --------------------------------------------------------
+
+
+REFUSALS = [
+    ("left unknown by an earlier attempt", None),
+    ("left unknown by an earlier attempt", True),
+    ("held by an earlier attempt", None),
+    ("held by an earlier attempt", True),
+    ("left unknown by this attempt", (ValueError,)),  # handle_tool_errors leaves it out
+]
+
+
+@pytest.mark.parametrize(("refusal", "handle_tool_errors"), REFUSALS)
+def test_a_refusal_fails_the_run_and_the_model_never_retries_it(
+    tmp_path: Path, refusal: str, handle_tool_errors: Any
 ) -> None:
     outbox = tmp_path / "outbox"
+    store = MemoryStore()
+    guarded = ToolCallCheckpoint(store).wrap_tool_call
+    earlier = ToolGuard(store, tool_name="send_email")  # an attempt of a host now dead
+
+    def wrap(request: ToolCallRequest, execute: Execute) -> Any:
+        if "earlier" not in refusal or request.tool_call["id"] != "call_1":
+            return guarded(request, execute)
+        call_id, arguments = thread_call_id(request), request.tool_call["args"]
+        if "unknown" in refusal:  # it sent, and left the outcome unknown
+            with pytest.raises(CallNeedsReconciliation):
+                earlier.call(call_id, arguments, lambda: unknown_outcome(outbox, "ada", "paid"))
+            return guarded(request, execute)
+
+        def still_running() -> Any:  # it sent, and holds the claim while this call comes
+            write(outbox, "ada", "paid")
+            return guarded(request, execute)
+
+        return earlier.call(call_id, arguments, still_running)
+
+    tools = [outbox_tool(outbox, unknown_outcome if "this" in refusal else write)]
+    options: Any = {} if handle_tool_errors is None else {"handle_tool_errors": handle_tool_errors}
+    graph = build(tools, RetryingModel(), InMemorySaver(), wrap_tool_call=wrap, **options)
+    expected = CallInFlight if "held" in refusal else CallNeedsReconciliation
+    with pytest.raises(expected) as raised:
+        graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
+
+    assert isinstance(raised.value, GraphBubbleUp)
+    assert sent(outbox) == 1
+    messages = graph.get_state(CONFIG).values["messages"]
+    assert not any(isinstance(m, ToolMessage) for m in messages)  # the model never read it
+
+
+# --- not_run: a transient error before any effect, and intent -------------------------------
+
+
+@pytest.mark.parametrize("resume", ["RetryPolicy", "invoke(None)", "not named"])
+def test_a_read_that_timed_out_runs_again_when_its_timeout_is_not_run(resume: str) -> None:
+    keys: list[str] = []
 
     @tool
-    async def send_email(to: str, body: str) -> str:
-        """Send an e-mail."""
-        await asyncio.sleep(0)
-        with outbox.open("a") as lines:
-            lines.write(f"{to}: {body}\n")
-        return f"sent to {to} ({sent(outbox)})"
+    def lookup(city: str) -> str:
+        """Look up the weather."""
+        keys.append(current_idempotency_key())
+        if len(keys) == 1:
+            raise TimeoutError
+        return f"sunny in {city}"
 
-    async def scenario() -> tuple[Any, list[Any]]:
-        store = await AsyncSQLiteStore.open(tmp_path / "calls.db")
-        guard = ToolCallCheckpoint(store)
-        seen: list[Any] = []
-
-        async def wrap(request: ToolCallRequest, execute: AsyncExecute) -> Any:
-            if guarded:
-                result = await guard.awrap_tool_call(request, execute)
-            else:
-                result = await execute(request)
-            seen.append(result)
-            if len(seen) == 1:
-                raise HostDied
-            return result
-
-        chat = model(ask("send_email", to="ada", body="paid"), "Done.")
-        graph = build([send_email], chat, InMemorySaver(), awrap_tool_call=wrap)
-        with pytest.raises(HostDied):
-            await graph.ainvoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG, durability="sync")
-        return await graph.ainvoke(None, CONFIG, durability="sync"), seen
-
-    state, seen = asyncio.run(scenario())
-    assert sent(outbox) == emails
-    assert state["messages"][2].content == seen[1].content
-    assert seen[1].content == f"sent to ada ({emails})"
+    not_run: Any = {} if resume == "not named" else {"lookup": (TimeoutError,)}
+    retry: RetryPolicy | None = RetryPolicy(retry_on=TimeoutError, initial_interval=0.01)
+    retry = retry if resume == "RetryPolicy" else None
+    graph = build(
+        [lookup],
+        model(ask("lookup", city="Oslo"), "Done."),
+        InMemorySaver(),
+        retry=retry,
+        **checkpoint_tool_calls(MemoryStore(), not_run=not_run),
+    )
+    if retry is not None:
+        state = graph.invoke({"messages": [HumanMessage("Weather?")]}, CONFIG)
+    else:
+        with pytest.raises(TimeoutError):
+            graph.invoke({"messages": [HumanMessage("Weather?")]}, CONFIG)
+        if resume == "not named":  # stored: every resume raises, nothing runs it again
+            with pytest.raises(ToolRaisedEarlier):
+                graph.invoke(None, CONFIG)
+            assert len(keys) == 1
+            return
+        state = graph.invoke(None, CONFIG)
+    assert state["messages"][2].content == "sunny in Oslo"
+    assert keys[0] == keys[1]  # the same call: the same downstream key
 
 
-def test_a_command_result_is_replayed_as_the_same_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize("intent", [None, ("to",), ("to", "subject")])
+def test_an_edited_tool_call_is_the_same_call_when_its_intent_is_kept(
+    tmp_path: Path, intent: tuple[str, ...] | None
+) -> None:
     outbox = tmp_path / "outbox"
+    seen: list[Any] = []
+    chosen = {} if intent is None else {"send_email": intent}
+    guard = ToolCallCheckpoint(MemoryStore(), intent=chosen).wrap_tool_call
+    turn = ask("send_email", "call_1", "m-1", to="ada", body="paid")
+    graph = build(
+        [outbox_tool(outbox)],
+        model(turn, "Done."),
+        InMemorySaver(),
+        wrap_tool_call=crashing(guard, seen),
+    )
+    if intent == ("to", "subject"):  # a name that is no argument of the tool
+        with pytest.raises(CheckpointError) as refused:
+            graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
+        assert refused.value.code is ErrorCode.INVALID_ARGUMENT
+        assert sent(outbox) == 0
+        return
+    with pytest.raises(HostDied):
+        graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
+    edited = ask("send_email", "call_1", "m-1", to="ada", body="paid, thanks")
+    graph.update_state(CONFIG, {"messages": [edited]}, as_node="agent")
+    if intent is None:
+        with pytest.raises(CheckpointError) as raised:
+            graph.invoke(None, CONFIG)
+        assert raised.value.code is ErrorCode.BINDING_CONFLICT
+    else:
+        assert graph.invoke(None, CONFIG)["messages"][2].content == "sent to ada (1)"
+    assert sent(outbox) == 1
+
+
+# --- one turn: the result handed back, what is fingerprinted, the call id ------------------
+
+
+def test_a_command_result_is_replayed_as_the_same_command() -> None:
     runs: list[str] = []
 
     @tool
     def book(room: str, runtime: ToolRuntime) -> Command[Any]:
         """Book a room."""
         runs.append(room)
-        with outbox.open("a") as lines:
-            lines.write(f"{room}\n")
         message = ToolMessage(
             content=f"booked {room}", tool_call_id=runtime.tool_call_id, artifact={"n": 1}
         )
@@ -306,10 +383,9 @@ def test_a_command_result_is_replayed_as_the_same_command(tmp_path: Path) -> Non
     assert state["messages"][2].artifact == {"n": 1}
 
 
-# --- identity: injected objects, other arguments, no thread --------------------------------
-
-
-def test_injected_state_and_tool_runtime_are_not_in_the_fingerprint(tmp_path: Path) -> None:
+def test_injected_state_is_not_fingerprinted_and_update_state_keeps_the_call(
+    tmp_path: Path,
+) -> None:
     outbox = tmp_path / "outbox"
     notes: list[str] = []
 
@@ -319,8 +395,8 @@ def test_injected_state_and_tool_runtime_are_not_in_the_fingerprint(tmp_path: Pa
     ) -> str:
         """Send an e-mail."""
         notes.append(state.get("note", ""))
-        with outbox.open("a") as lines:
-            lines.write(f"{to}\n")
+        with outbox.open("a") as written:
+            written.write(f"{to}:\n")
         return f"sent to {to} for {runtime.tool_call_id}"
 
     requests: list[ToolCallRequest] = []
@@ -346,88 +422,94 @@ def test_injected_state_and_tool_runtime_are_not_in_the_fingerprint(tmp_path: Pa
     assert notes == ["first"]
     assert sent(outbox) == 1
     assert [r.state["note"] for r in requests] == ["first", "second"]
-    assert requests[0].runtime is not requests[1].runtime
-    info = [r.runtime.execution_info for r in requests]
-    assert info[0] is not None
-    assert info[1] is not None
-    assert info[0].task_id != info[1].task_id
+    tasks = [getattr(r.runtime.execution_info, "task_id", None) for r in requests]
+    assert None not in tasks
+    assert tasks[0] != tasks[1]  # so the task id cannot be the scope
     assert state["messages"][2].content == "sent to ada for call_1"
 
 
-def test_the_same_tool_call_id_with_other_arguments_is_a_binding_conflict(tmp_path: Path) -> None:
-    outbox = tmp_path / "outbox"
-    graph = build(
-        [outbox_tool(outbox)],
-        model(
-            ask("send_email", to="ada", body="paid"),
-            "Done.",
-            ask("send_email", to="eve", body="paid"),  # a model whose ids repeat
-        ),
-        InMemorySaver(),
-        **checkpoint_tool_calls(MemoryStore()),
-    )
-    graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
-    with pytest.raises(CheckpointError) as raised:
-        graph.invoke({"messages": [HumanMessage("Tell Eve")]}, CONFIG)
-
-    assert raised.value.code is ErrorCode.BINDING_CONFLICT
-    assert sent(outbox) == 1
-    assert "eve" not in str(raised.value)
-    assert "call_1" not in str(raised.value)
-
-
-def test_another_thread_with_the_same_tool_call_id_runs_its_own_call(tmp_path: Path) -> None:
+def test_the_call_id_is_the_thread_the_message_and_the_tool_call(tmp_path: Path) -> None:
     outbox = tmp_path / "outbox"
     store = MemoryStore()
-    for thread in ("a", "b"):
-        graph = build(
-            [outbox_tool(outbox)],
-            model(ask("send_email", to="ada", body="paid"), "Done."),
-            InMemorySaver(),
-            **checkpoint_tool_calls(store),
-        )
-        graph.invoke(
-            {"messages": [HumanMessage("Tell Ada")]}, {"configurable": {"thread_id": thread}}
-        )
-    assert sent(outbox) == 2
-
-
-def test_a_graph_without_a_checkpointer_is_refused_before_the_tool_runs(tmp_path: Path) -> None:
-    outbox = tmp_path / "outbox"
-    graph = build(
-        [outbox_tool(outbox)],
-        model(ask("send_email", to="ada", body="paid"), "Done."),
-        None,
-        **checkpoint_tool_calls(MemoryStore()),
-    )
-    with pytest.raises(CheckpointError) as raised:
-        graph.invoke({"messages": [HumanMessage("Tell Ada")]})
-    assert raised.value.code is ErrorCode.INVALID_ARGUMENT
-    assert sent(outbox) == 0
-
-
-def test_the_call_id_is_the_thread_id_and_the_tool_call_id() -> None:
     ids: list[str] = []
 
     def recorded(request: ToolCallRequest) -> str:
         ids.append(thread_call_id(request))
         return ids[-1]
 
-    guard = ToolCallCheckpoint(MemoryStore(), call_id=recorded)
+    for thread in ("a:b", "b"):
+        turn = ask("send_email", "call_1", "msg:1", to="ada", body="paid")
+        wrappers = checkpoint_tool_calls(store, call_id=recorded)
+        graph = build([outbox_tool(outbox)], model(turn, "Done."), InMemorySaver(), **wrappers)
+        graph.invoke({"messages": [HumanMessage("Go")]}, {"configurable": {"thread_id": thread}})
+    assert ids == ["3:a:b:5:msg:1:call_1", "1:b:5:msg:1:call_1"]
+    assert sent(outbox) == 2  # another thread with the same ids runs its own call
 
-    @tool
-    def noop() -> str:
-        """Nothing."""
-        return "ok"
 
+def test_the_call_id_is_refused_where_it_could_merge_two_calls() -> None:
+    holder = ask("send_email", "call_1", "m-1")
+    expected = "1:t:3:m-1:call_1"
+    assert thread_call_id(request_in({"messages": [HumanMessage("x"), holder]})) == expected
+    assert thread_call_id(request_in([holder])) == expected
+    chat = SimpleNamespace(chat=[holder])
+    assert thread_call_id(request_in(chat), messages_key="chat") == expected
+    refused: list[Any] = [
+        {"messages": []},  # no message holds the call (bare tool calls)
+        {"messages": [ask("send_email", "call_1")]},  # the message has no id
+        {"messages": [calls(*[("send_email", "call_1", {})] * 2, message_id="m-1")]},
+        {"messages": [ask("send_email", "call_0", "m-1"), AIMessage("x", id="m-1"), holder]},
+    ]
+    for state in refused:
+        with pytest.raises(CheckpointError) as raised:
+            thread_call_id(request_in(state))
+        assert raised.value.code is ErrorCode.INVALID_ARGUMENT
+        assert "m-1" not in str(raised.value)
+        assert "call_1" not in str(raised.value)
+
+
+REFUSED = [
+    ("no checkpointer", "invoke"),
+    ("async store", "invoke"),  # an async store in a sync run
+    ("id twice in a message", "ainvoke"),  # two calls would share one id
+]
+
+
+@pytest.mark.parametrize(("case", "run"), REFUSED)
+def test_a_call_the_guard_cannot_name_or_store_is_refused_before_it_runs(
+    tmp_path: Path, case: str, run: str
+) -> None:
+    outbox = tmp_path / "outbox"
+    store: Any = AsyncSQLiteStore(tmp_path / "c.db") if case == "async store" else MemoryStore()
+    turn = ask("send_email", to="ada", body="paid")
+    if case == "id twice in a message":
+        turn = calls(*[("send_email", "call_0", {"to": "ada", "body": "paid"})] * 2)
+    saver = None if case == "no checkpointer" else InMemorySaver()
+    graph = build([outbox_tool(outbox)], model(turn), saver, **checkpoint_tool_calls(store))
+    with pytest.raises(CheckpointError) as raised:
+        invoke(graph, run, {"messages": [HumanMessage("Tell Ada")]}, saver and CONFIG)
+    assert raised.value.code is ErrorCode.INVALID_ARGUMENT
+    assert isinstance(raised.value, GraphBubbleUp)  # whatever handle_tool_errors says
+    assert sent(outbox) == 0
+
+
+@pytest.mark.parametrize("enclosing", [tool_call, call_scope])
+def test_an_enclosing_tool_call_or_call_scope_does_not_rename_the_graphs_calls(
+    tmp_path: Path, enclosing: Callable[[str], Any]
+) -> None:
+    outbox = tmp_path / "outbox"
+    guard = ToolCallCheckpoint(MemoryStore()).wrap_tool_call
+    seen: list[Any] = []
+    chat = model(*repeating_ids())
     graph = build(
-        [noop],
-        model(ask("noop", "toolu_9"), "Done."),
-        InMemorySaver(),
-        wrap_tool_call=guard.wrap_tool_call,
+        [outbox_tool(outbox)], chat, InMemorySaver(), wrap_tool_call=crashing(guard, seen, at=2)
     )
-    graph.invoke({"messages": [HumanMessage("Go")]}, {"configurable": {"thread_id": "a:b"}})
-    assert ids == ["3:a:b:toolu_9"]
+    with pytest.raises(HostDied), enclosing("conv-1"):  # one name around two turns
+        for _ in two_turns(graph):
+            pass
+    with enclosing("conv-1"):  # the resume: a scope would number its calls from 1 again
+        state = graph.invoke(None, CONFIG, durability="sync")
+    assert sent(outbox) == 2
+    assert state["messages"][6].content == "sent to ada (2)"
 
 
 def test_tools_left_out_run_unguarded(tmp_path: Path) -> None:
@@ -446,53 +528,19 @@ def test_tools_left_out_run_unguarded(tmp_path: Path) -> None:
     assert sent(outbox) == 2
 
 
-def test_an_async_store_in_a_sync_run_is_refused(tmp_path: Path) -> None:
-    outbox = tmp_path / "outbox"
-    store = AsyncSQLiteStore(tmp_path / "calls.db")
-    graph = build(
-        [outbox_tool(outbox)],
-        model(ask("send_email", to="ada", body="paid"), "Done."),
-        InMemorySaver(),
-        **checkpoint_tool_calls(store),
-    )
-    with pytest.raises(CheckpointError) as raised:
-        graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
-    assert raised.value.code is ErrorCode.INVALID_ARGUMENT
-    assert sent(outbox) == 0
-
-
 # --- interrupt(): framework control flow --------------------------------------------------
 
 
-@pytest.mark.parametrize("guarded", [False, True])
-def test_an_interrupt_passes_through_and_its_resume_is_not_run_again(
-    tmp_path: Path, guarded: bool
-) -> None:
+def test_an_interrupt_passes_through_and_its_resume_is_not_run_again(tmp_path: Path) -> None:
     outbox = tmp_path / "outbox"
     started: list[str] = []
-
-    @tool
-    def send_email(to: str) -> str:
-        """Send an e-mail once a human approves."""
-        started.append(to)
-        answer = interrupt("approve?")
-        with outbox.open("a") as lines:
-            lines.write(f"{to} {answer}\n")
-        return "sent"
-
-    wrappers: Any = checkpoint_tool_calls(MemoryStore()) if guarded else {}
-    graph = build(
-        [send_email], model(ask("send_email", to="ada"), "Done."), InMemorySaver(), **wrappers
-    )
+    chat = model(ask("send_email", to="ada"), "Done.")
+    wrappers: Any = checkpoint_tool_calls(MemoryStore())
+    graph = build([approval_tool(outbox, started)], chat, InMemorySaver(), **wrappers)
     first = graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
     assert first["__interrupt__"][0].value == "approve?"
-    assert started == ["ada"]
 
-    if not guarded:  # LangGraph runs the tool again from the top, and the effect happens
-        graph.invoke(Command(resume="yes"), CONFIG)
-        assert started == ["ada", "ada"]
-        assert sent(outbox) == 1
-        return
+    # Without the guard LangGraph reruns the tool from its top, and the effect happens.
     with pytest.raises(CallNeedsReconciliation) as raised:
         graph.invoke(Command(resume="yes"), CONFIG)
     record = raised.value.outcome.record
@@ -548,36 +596,3 @@ def test_the_codec_rebuilds_messages_and_nothing_else() -> None:
     with pytest.raises(CheckpointError) as raised:
         codec.decode({"something": "else"})
     assert raised.value.code is ErrorCode.INVALID_CHECKPOINT
-
-
-if __name__ == "__main__":
-    child(Path(sys.argv[1]), sys.argv[2], sys.argv[3])
-
-
-def test_a_tool_that_interrupts_before_acting_runs_once_on_the_resume(tmp_path: Path) -> None:
-    outbox = tmp_path / "outbox"
-    started: list[str] = []
-
-    @tool
-    def send_email(to: str) -> str:
-        """Send an e-mail once a human approves."""
-        started.append(to)
-        answer = interrupt("approve?")
-        with outbox.open("a") as lines:
-            lines.write(f"{to} {answer}\n")
-        return "sent"
-
-    store = MemoryStore()
-    wrappers: Any = checkpoint_tool_calls(store, interrupt_first=("send_email",))
-    graph = build(
-        [send_email], model(ask("send_email", to="ada"), "Done."), InMemorySaver(), **wrappers
-    )
-    first = graph.invoke({"messages": [HumanMessage("Tell Ada")]}, CONFIG)
-    assert first["__interrupt__"][0].value == "approve?"
-    (key,) = store.keys()
-    assert (store.get(key) or {})["status"] == "released"
-    graph.invoke(Command(resume="yes"), CONFIG)
-    assert started == ["ada", "ada"]  # LangGraph reruns the tool from its top
-    assert sent(outbox) == 1
-    graph.invoke(Command(resume="yes"), CONFIG)  # nothing left to resume: no second e-mail
-    assert sent(outbox) == 1
