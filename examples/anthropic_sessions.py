@@ -20,10 +20,12 @@ its own process (so it outlives the hosts):
 
 With the handler guarded by the anthropic adapter's ``checkpointed_tool`` over a
 ``SQLiteStore`` file that both hosts open, host 2 answers with the result stored by host 1
-and the e-mail goes out once. The bare handler sends it twice. The glue is one line::
+and the e-mail goes out once. The bare handler sends it twice. The glue is two lines::
 
     @checkpointed_tool(store)
     def send_email(to: str) -> str: ...
+
+    runner = session_client(client).beta.sessions.events.tool_runner(session_id, tools=...)
 
 How the guard fits a runner that posts the result itself. The SDK calls the handler with
 the tool's input and posts what it returns, so the delivery is the hand-back: the record
@@ -35,11 +37,12 @@ phase the record is in, and never runs the tool again; a record left executing o
 uncertain (a host died inside the tool) raises, and the runner posts an error result that
 names the checkpoint's status, for a person to reconcile.
 
-The call id. The runner gives the handler only the tool's input, not the event id; the
-adapter reads the session the runner serves and keys the call by the session, its
-thread, the tool and the input's fingerprint (see the adapter's docstring for the
-consequence: within one session thread an identical second request is answered from the
-checkpoint).
+The call id. The runner hands the handler only the tool's input; the call is the
+session's ``agent.custom_tool_use`` event, whose id the session keeps. The runner is made
+from ``session_client(client)``, a copy of the client through which the guard reads the
+event id of the call it serves (see the adapter's docstring): host 2 is dispatched the
+same event, so it finds host 1's checkpoint, and two events with identical input are two
+calls.
 
 Run: python examples/anthropic_sessions.py [--variant checkpoint|bare] [--workdir DIR].
 Without --variant it runs both and expects one e-mail with the checkpoint and two
@@ -59,7 +62,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -69,11 +72,11 @@ from anthropic import AsyncAnthropic
 from anthropic.lib.tools import beta_tool
 
 from tool_execution_checkpoint import CheckpointStore, SQLiteStore
-from tool_execution_checkpoint.adapters.anthropic import checkpointed_tool
+from tool_execution_checkpoint.adapters.anthropic import checkpointed_tool, session_client
 
 SESSION_ID = "sesn_example_01"
 TOOL_USE_ID = "sevt_custom_tool_use_01"
-ARGUMENTS = {"to": "ada@example.com"}
+ARGUMENTS: dict[str, Any] = {"to": "ada@example.com"}
 DUMMY_API_KEY = "sk-ant-dummy-key-for-the-local-fake-server"
 VARIANTS = {
     "checkpoint": "the handler guarded by checkpointed_tool over one SQLiteStore file",
@@ -139,7 +142,9 @@ async def run_host(
     with SQLiteStore(store_path) as store:
         handler = guarded(store, outbox, log) if variant == "checkpoint" else bare(outbox, log)
         tool = beta_tool(handler, name="send_email", description="Send an e-mail.")
-        runner = client.beta.sessions.events.tool_runner(SESSION_ID, tools=[tool], max_idle=0.5)
+        # The guarded handler needs the runner made from session_client(client).
+        runs = session_client(client) if variant == "checkpoint" else client
+        runner = runs.beta.sessions.events.tool_runner(SESSION_ID, tools=[tool], max_idle=0.5)
         async for call in runner:
             answered = "answered" if call.result is not None else "not answered"
             log(f"runner: {call.name} call {call.tool_use_id} {answered}, posted={call.posted}")
@@ -154,32 +159,31 @@ def _now() -> str:
 
 
 class FakeSessions(ThreadingHTTPServer):
-    """A session waiting on one custom tool call, served on 127.0.0.1. Its first result
-    POST is held without being committed until ``release_post`` is set; the ones after
-    that are committed, and the session's turn ends."""
+    """A session on 127.0.0.1 whose agent makes the custom tool calls of ``turns`` (each
+    turn a list of ``(event id, input)``; by default one call of ``send_email``), a turn at
+    a time: it waits on a turn's calls, and once each has a result it begins the next turn,
+    or ends its last. With ``hold_first_post``, the first result POST is held without being
+    committed until ``release_post`` is set."""
 
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        turns: Sequence[Sequence[tuple[str, dict[str, Any]]]] = (((TOOL_USE_ID, ARGUMENTS),),),
+        *,
+        hold_first_post: bool = True,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), SessionsHandler)
         self.changed = threading.Condition()
         self.closing = False
-        self.hold_next_post = True
+        self.hold_next_post = hold_first_post
         self.post_arrived = threading.Event()
         self.release_post = threading.Event()
         self.results: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
-        self.append({"type": "session.status_running"})
-        self.append(
-            {"type": "agent.custom_tool_use", "name": "send_email", "input": ARGUMENTS},
-            event_id=TOOL_USE_ID,
-        )
-        self.append(
-            {
-                "type": "session.status_idle",
-                "stop_reason": {"type": "requires_action", "event_ids": [TOOL_USE_ID]},
-            }
-        )
+        self.turns = [list(turn) for turn in turns]
+        self.waiting: set[str] = set()
+        self.begin_turn()
 
     @property
     def base_url(self) -> str:
@@ -198,21 +202,37 @@ class FakeSessions(ThreadingHTTPServer):
             self.changed.wait_for(lambda: self.closing or len(self.events) > seen, timeout=0.5)
             return list(self.events[seen:])
 
-    def waiting(self) -> bool:
-        return not self.results
+    def begin_turn(self) -> None:
+        """The agent's next turn: its calls and an idle that waits on them; or, after the
+        last turn, its final message and an idle that ends the turn."""
+        self.append({"type": "session.status_running"})
+        if not self.turns:
+            self.append({"type": "agent.message", "content": [{"type": "text", "text": "Sent."}]})
+            self.append({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}})
+            return
+        calls = self.turns.pop(0)
+        for event_id, arguments in calls:
+            event = {"type": "agent.custom_tool_use", "name": "send_email", "input": arguments}
+            self.append(event, event_id=event_id)
+        self.waiting = {event_id for event_id, _ in calls}
+        idle = {"type": "requires_action", "event_ids": [event_id for event_id, _ in calls]}
+        self.append({"type": "session.status_idle", "stop_reason": idle})
 
     def accept(self, events: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-        """Commit a result for the waiting call and end the turn; 400 otherwise."""
-        if len(events) != 1 or events[0].get("custom_tool_use_id") != TOOL_USE_ID:
-            return 400, _error("invalid_request_error", "expected one result for the call")
-        if not self.waiting():
-            return 400, _error("invalid_request_error", "the session is not waiting on it")
-        self.results.append(events[0])
-        self.append(events[0])
-        self.append({"type": "session.status_running"})
-        self.append({"type": "agent.message", "content": [{"type": "text", "text": "Sent."}]})
-        self.append({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}})
-        return 200, {"data": [self.events[-4]]}
+        """Commit a result for a waiting call (the turn goes on once each has one); 400
+        otherwise."""
+        with self.changed:
+            if len(events) != 1 or events[0].get("type") != "user.custom_tool_result":
+                return 400, _error("invalid_request_error", "expected one custom tool result")
+            if events[0].get("custom_tool_use_id") not in self.waiting:
+                return 400, _error("invalid_request_error", "the session is not waiting on it")
+            self.waiting.discard(events[0]["custom_tool_use_id"])
+            self.results.append(events[0])
+            self.append(events[0])
+            committed = self.events[-1]
+            if not self.waiting:
+                self.begin_turn()
+            return 200, {"data": [committed]}
 
     def close(self) -> None:
         with self.changed:

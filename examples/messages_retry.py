@@ -14,10 +14,12 @@ this script serves on 127.0.0.1. Turn 7 of conversation conv-42:
    answers with a new ``tool_use`` block for the same call, ``toolu_B`` (a ``tool_result``
    must name the ``tool_use`` of its own request, so the old id cannot be reused).
 
-With the binding keyed by the application's call id (``conv-42/turn-7/send_email``, fixed
-before the first attempt; see the README's "Choosing the call id"), the retried turn
-finds the stored result and delivers it under ``toolu_B``: one e-mail. Keyed by the
-provider's ``tool_use`` id, the retry finds no record and sends a second e-mail.
+With the binding keyed by the application's call id (the call's place in
+``conv-42/turn-7``, named before the first attempt: its intent and occurrence, as
+``call_scope`` numbers a guarded tool's calls; see the README's "Which call is which"),
+the retried turn finds the stored result and delivers it under ``toolu_B``: one e-mail.
+Keyed by the provider's ``tool_use`` id, the retry finds no record and sends a second
+e-mail.
 
 The SDK's own retries are off (``max_retries=0``): the host retries the turn itself, and
 every request the server saw is counted and printed.
@@ -45,12 +47,14 @@ from anthropic.types import Message, MessageParam, TextBlock, ToolParam, ToolUse
 
 from tool_execution_checkpoint import (
     Binding,
+    CallScope,
     CheckpointStore,
+    Intent,
     JSONValue,
     RunOutcome,
     RunStatus,
     SQLiteStore,
-    fingerprint,
+    arguments_fingerprint,
     run_once,
 )
 
@@ -82,16 +86,19 @@ def send_email(outbox: Path, to: str) -> dict[str, str]:
     return {"messageId": f"m-{sent}", "to": to}
 
 
-def binding_for(keying: str, tool_use: ToolUseBlock) -> Binding:
-    """The call's binding. ``app``: the application's id for this turn's call, the same
+def binding_for(keying: str, scope: CallScope, tool_use: ToolUseBlock) -> Binding:
+    """The call's binding. ``app``: the call's id in the turn's scope, named by the
+    application before the first attempt: ``<turn>/<tool>/<intent digest>/<n>``, the n-th
+    call of this intent in the attempt (see the README's "Which call is which"), the same
     on every attempt. ``provider``: the model's tool_use id, new on every attempt."""
-    app_call_id = f"{CONVERSATION_ID}/turn-{TURN}/{tool_use.name}"
+    arguments = arguments_fingerprint(tool_use.input)
+    app_call_id, _ = scope.take(Intent(tool_use.name, "1", arguments))
     return Binding(
         namespace="messages-retry-example",
         call_id=app_call_id if keying == "app" else tool_use.id,
         tool_name=tool_use.name,
         tool_revision="1",
-        input_fingerprint=fingerprint(tool_use.input),
+        input_fingerprint=arguments,
     )
 
 
@@ -135,6 +142,7 @@ def run_turn(
 ) -> RunOutcome:
     """One attempt at the turn: ask the model, run its tool call through ``run_once``,
     whose delivery is the next request with the stored result."""
+    scope = CallScope(f"{CONVERSATION_ID}/turn-{TURN}")  # a fresh count on every attempt
     reply = ask(client, [PROMPT])
     tool_use = next(block for block in reply.content if isinstance(block, ToolUseBlock))
     log(f"the model asked for {tool_use.name} {tool_use.input} as {tool_use.id}")
@@ -151,7 +159,7 @@ def run_turn(
     to = str(tool_use.input["to"])
     outcome = run_once(
         store,
-        binding_for(keying, tool_use),
+        binding_for(keying, scope, tool_use),
         lambda: send_email(outbox, to),
         deliver,
         not_sent=(APIStatusError,),  # the server answered with an error: it took nothing

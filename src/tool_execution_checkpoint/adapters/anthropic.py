@@ -3,98 +3,288 @@
 ::
 
     @beta_tool
-    @checkpointed_tool(store)
-    def send_email(to: str) -> Receipt: ...
+    @checkpointed_tool(store, intent=("to",))
+    def send_email(to: str, body: str) -> str: ...
 
-Both runners call a tool with its input only, never with the tool-use id, so the call
-id comes from what the application owns, read when the tool is called:
+Guard the tools with effects; a read-only tool stays a plain ``@beta_tool``. Both runners
+call a tool with its input only, never with its tool-use id, so the call's identity
+(:mod:`~tool_execution_checkpoint.identity`) comes from what the host names, innermost
+first: a :func:`~tool_execution_checkpoint.tool_call` block, a
+:func:`~tool_execution_checkpoint.call_scope` block, else the session event below.
 
-- **Inside the Sessions tool runner** (``client.beta.sessions.events.tool_runner``) the
-  runner sets the session and thread it serves (``current_session_thread``); the call id is
-  ``<session>/<thread>/<tool>/<fingerprint of the input>``. A host that dies and attaches
-  again is dispatched the same unanswered call in the same session, so it finds the
-  checkpoint. Within one session thread a second identical call of a tool is answered from
-  the first one's checkpoint; a tool that may legitimately repeat an identical call there
-  needs :func:`messages_turn` or :func:`~tool_execution_checkpoint.tool_call` around it.
-- **With the Messages API** (``client.beta.messages.tool_runner`` or a hand-written loop),
-  a retried turn gets new tool-use ids from the model, so the application names the turn
-  before its first attempt: inside ``with messages_turn("conv-42/turn-7"):`` the call id
-  is ``<turn>/<tool>/<n>``, the n-th call of that tool in the block, in the order the
-  runner runs them. A retry of the turn that calls the tool with other arguments is a
-  BINDING_CONFLICT, never a second e-mail.
-- Otherwise the id of an enclosing :func:`~tool_execution_checkpoint.tool_call` block;
-  with none, the call is refused (CheckpointError INVALID_ARGUMENT) before anything runs.
+- **Sessions tool runner** (``client.beta.sessions.events.tool_runner``, anthropic 2.16.0,
+  ``anthropic/lib/tools/_beta_session_runner.py``). The scope is the session's own
+  ``agent.custom_tool_use`` event: the call id is ``<session id>/<event id>``. The session
+  keeps the event, so a host that dies after the effect and a host that attaches later is
+  dispatched the same unanswered event and gets the stored result; two calls with identical
+  input are two events, so two calls, in one turn or in two. The runner tells the tool
+  neither: ``_call_tool`` passes the input only. It runs each call inside the OpenTelemetry
+  span of the tool run, whose attributes hold the event id (``tool_use_span`` in
+  ``anthropic/lib/_tracing/_tools.py``); :func:`session_client` gives a copy of the client
+  whose tracer provider (the public ``open_telemetry`` client option) wraps the
+  application's own and marks that span with the event id, so the guard reads it there.
+  Make the runner from that copy. Inside the Sessions runner with no event id (a client
+  not made by :func:`session_client`, or an SDK whose runner changed) and no enclosing
+  block, the call is refused before anything runs (:class:`CallNotNamed`).
+- **Messages API** (``client.beta.messages.tool_runner``, sync, async or ``stream=True``,
+  or a hand-written loop). A retried turn gets new tool-use ids from the model, so the
+  host names the turn: ``with call_scope("conv-42/turn-7"):`` around each attempt of the
+  turn, the same name on every attempt. Each call is numbered per intent in the scope, so
+  a retried turn whose model reorders parallel calls or rewords an argument outside
+  ``intent=`` gets the stored results; two identical intents in one turn are two calls; a
+  later turn is another scope. The runners call the tool in the host's own context
+  (``_run_tool`` in ``anthropic/lib/tools/_beta_runner.py``: no thread, no task), so the
+  block reaches it.
 
-The runners post an exception's text as an error result: a call that cannot be answered
-(:class:`~tool_execution_checkpoint.CallNotAnswered` and its subclasses) reaches the model
-as an error naming the checkpoint's status, never a payload.
+What the host and the model see:
+
+- No call id (no block, no session event): :class:`CallNotNamed`, a ``BaseException``,
+  so that it passes the runners' ``except Exception`` and the host's turn or runner fails
+  (the Sessions runner raises it in a ``BaseExceptionGroup``). Nothing ran; nothing is
+  posted to the model.
+- A call the guard cannot answer (:class:`~tool_execution_checkpoint.CallNotAnswered`) or
+  refuses (:class:`~tool_execution_checkpoint.CheckpointError`): the model gets the SDK's
+  :class:`~anthropic.lib.tools.ToolError` with a fixed text that names the status or code
+  and tells it not to call the tool again for the request (never an argument, a payload
+  or an id). In a ``call_scope`` the model's retry is the same call again, and leaving
+  the block raises the first refusal, so the host's turn fails. In the Sessions runner a
+  retry is a new event, which the text is there to prevent; ``DispatchedToolCall.is_error``
+  shows the host the refusal.
+- Anything else the tool raises is the tool's own answer (stored; a replay raises
+  :class:`~tool_execution_checkpoint.ToolRaisedEarlier`), except the ``not_run=`` types:
+  an error raised before any effect is not stored, and the model's retry runs the tool.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+from anthropic import AsyncAnthropic
+from anthropic.lib.tools import ToolError
 from anthropic.lib.tools._tool_dispatch import current_session_thread
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.util import types as otel_types
 
 from ..errors import CheckpointError, ErrorCode
-from ..fingerprint import fingerprint
-from ..guard import checkpointed, to_json
-from ..identity import current_call_id
+from ..guard import CallNotAnswered, checkpointed
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
-__all__ = ["checkpointed_tool", "messages_turn"]
+__all__ = ["CallNotNamed", "checkpointed_tool", "session_client"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-@dataclasses.dataclass
-class _Turn:
-    turn_id: str
-    calls: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    def next_call_id(self, tool_name: str) -> str:
-        number = self.calls.get(tool_name, 0) + 1
-        self.calls[tool_name] = number
-        return f"{self.turn_id}/{tool_name}/{number}"
+# The attributes of the span the pinned Sessions runner starts around each tool run.
+_OPERATION, _EXECUTE_TOOL = "gen_ai.operation.name", "execute_tool"
+_EVENT_ID, _SESSION_ID = "gen_ai.tool.call.id", "anthropic.session.id"
 
 
-_TURN: ContextVar[_Turn | None] = ContextVar("tool_execution_checkpoint.turn", default=None)
+class CallNotNamed(BaseException):
+    """A guarded tool was called with nothing naming the call: no ``tool_call`` or
+    ``call_scope`` block and no session event. Nothing ran. A ``BaseException``, so that
+    a runner that turns every ``Exception`` into a result for the model lets it through
+    to the host.
+
+    Attributes:
+        error: The refusal, CheckpointError INVALID_ARGUMENT on the field ``call_id``.
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.error = CheckpointError(ErrorCode.INVALID_ARGUMENT, detail, field="call_id")
+        super().__init__(str(self.error))
 
 
-@contextmanager
-def messages_turn(turn_id: str) -> Iterator[None]:
-    """Name the turn whose tool calls are made inside the block, the same on every retry
-    of the turn (the application's conversation and turn number, say)."""
-    token = _TURN.set(_Turn(turn_id))
-    try:
-        yield
-    finally:
-        _TURN.reset(token)
+# --- the session event of the running call ------------------------------------------------
 
 
-def _call_id(tool_name: str, bound: inspect.BoundArguments) -> str:
-    thread = current_session_thread.get()
-    if thread is not None:
-        session_id, thread_id = thread.id
-        digest = fingerprint(to_json(dict(bound.arguments)))
-        return f"{session_id}/{thread_id or 'primary'}/{tool_name}/{digest}"
-    turn = _TURN.get()
-    if turn is not None:
-        return turn.next_call_id(tool_name)
-    identity = current_call_id()
-    if identity is None:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "is missing: run the tool in the Sessions tool runner, inside "
-            "`with messages_turn(turn_id):`, or inside `with tool_call(call_id):`",
-            field="call_id",
+class _ToolRunSpan(trace.Span):
+    """The span of one tool run, as the application's tracer made it, with its event."""
+
+    def __init__(self, span: trace.Span, call_id: str) -> None:
+        self.span = span
+        self.call_id = call_id
+
+    def end(self, end_time: int | None = None) -> None:
+        self.span.end(end_time)
+
+    def get_span_context(self) -> trace.SpanContext:
+        return self.span.get_span_context()
+
+    def set_attributes(self, attributes: Mapping[str, otel_types.AnyValue]) -> None:
+        self.span.set_attributes(attributes)
+
+    def set_attribute(self, key: str, value: otel_types.AnyValue) -> None:
+        self.span.set_attribute(key, value)
+
+    def add_event(
+        self, name: str, attributes: otel_types.Attributes = None, timestamp: int | None = None
+    ) -> None:
+        self.span.add_event(name, attributes, timestamp)
+
+    def add_link(
+        self, context: trace.SpanContext, attributes: otel_types.Attributes = None
+    ) -> None:
+        self.span.add_link(context, attributes)
+
+    def update_name(self, name: str) -> None:
+        self.span.update_name(name)
+
+    def is_recording(self) -> bool:
+        return self.span.is_recording()
+
+    def set_status(
+        self, status: trace.Status | trace.StatusCode, description: str | None = None
+    ) -> None:
+        self.span.set_status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: otel_types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        self.span.record_exception(exception, attributes, timestamp, escaped)
+
+
+class _Tracer(trace.Tracer):
+    """The application's tracer; a Sessions tool run's span is marked with its event."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self.tracer = tracer
+
+    def start_span(  # noqa: PLR0917 - OpenTelemetry's signature
+        self,
+        name: str,
+        context: otel_context.Context | None = None,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+        attributes: otel_types.Attributes = None,
+        links: Sequence[trace.Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        span = self.tracer.start_span(
+            name,
+            context,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
         )
-    return identity
+        found = attributes or {}
+        session, event = found.get(_SESSION_ID), found.get(_EVENT_ID)
+        if found.get(_OPERATION) == _EXECUTE_TOOL and isinstance(session, str) and event:
+            return _ToolRunSpan(span, f"{session}/{event}")
+        return span
+
+    # The SDK starts its spans with start_span; this one only passes through (as
+    # OpenTelemetry's own ProxyTracer does, whose override mypy refuses the same way).
+    def start_as_current_span(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> Iterator[trace.Span]:
+        return cast(Iterator[trace.Span], self.tracer.start_as_current_span(*args, **kwargs))
+
+
+class _TracerProvider(trace.TracerProvider):
+    """The application's tracer provider, whose tracers are :class:`_Tracer`."""
+
+    def __init__(self, provider: trace.TracerProvider) -> None:
+        self.provider = provider
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return _Tracer(self.provider.get_tracer(*args, **kwargs))
+
+
+def session_client(client: AsyncAnthropic) -> AsyncAnthropic:
+    """A copy of ``client`` whose Sessions tool runner names each guarded call by its
+    session event (see the module docstring): make the runner from it. Its spans go where
+    ``client``'s went (none when its traces were off), with the same content mode."""
+    options = client.open_telemetry
+    traces = options["traces"]
+    own = options.get("tracer_provider") or trace.get_tracer_provider()
+    provider = _TracerProvider(own if traces["enabled"] else trace.NoOpTracerProvider())
+    return client.with_options(
+        open_telemetry={
+            **options,
+            "tracer_provider": provider,
+            "traces": {**traces, "enabled": True},
+        }
+    )
+
+
+def _session_call_id(_bound: inspect.BoundArguments) -> str | None:
+    """The framework id of this call: ``<session id>/<event id>`` in a Sessions runner
+    made from :func:`session_client`, else None."""
+    span = trace.get_current_span()
+    return span.call_id if isinstance(span, _ToolRunSpan) else None
+
+
+def _not_named() -> CallNotNamed:
+    if current_session_thread.get() is not None:
+        return CallNotNamed(
+            "is unknown in the Sessions tool runner: make the runner from "
+            "session_client(client), or call the tool inside `with tool_call(call_id):`"
+        )
+    return CallNotNamed(
+        "is missing: run a Messages turn inside `with call_scope(turn_id):`, or the "
+        "Sessions tool runner made from session_client(client)"
+    )
+
+
+# --- the guard ----------------------------------------------------------------------------
+
+_NOT_AGAIN = (
+    "Do not call this tool again for this request: its effect may already have happened. "
+    "Tell the user it needs checking."
+)
+
+
+def _refused(refusal: CallNotAnswered | CheckpointError) -> BaseException:
+    """What a refused call raises: :class:`CallNotNamed` for the guard's refusal of a call
+    with no id (INVALID_ARGUMENT on ``call_id``, see ``identity.claim_identity``); else a
+    ``ToolError`` whose text names the status or code, never a value."""
+    if isinstance(refusal, CallNotAnswered):
+        return ToolError(
+            f"The tool call was not answered ({refusal.outcome.status.value}). {_NOT_AGAIN}"
+        )
+    if refusal.code is ErrorCode.INVALID_ARGUMENT and refusal.field == "call_id":
+        return _not_named()
+    return ToolError(f"The tool call was refused ({refusal.code.value}). {_NOT_AGAIN}")
+
+
+def _for_the_model(guarded: Callable[..., Any]) -> Callable[..., Any]:
+    """``guarded`` with each refusal raised as :func:`_refused` says, outside the
+    ``except``, so that its chain keeps nothing of the refusal."""
+    if inspect.iscoroutinefunction(guarded):
+        run_async = cast(Callable[..., Awaitable[Any]], guarded)
+
+        @functools.wraps(guarded)
+        async def answer_async(*args: Any, **kwargs: Any) -> Any:
+            refusal: CallNotAnswered | CheckpointError
+            try:
+                return await run_async(*args, **kwargs)
+            except (CallNotAnswered, CheckpointError) as error:
+                refusal = error
+            raise _refused(refusal)
+
+        return answer_async
+
+    @functools.wraps(guarded)
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        refusal: CallNotAnswered | CheckpointError
+        try:
+            return guarded(*args, **kwargs)
+        except (CallNotAnswered, CheckpointError) as error:
+            refusal = error
+        raise _refused(refusal)
+
+    return answer
 
 
 def checkpointed_tool(
@@ -105,20 +295,28 @@ def checkpointed_tool(
     revision: str = "1",
     **options: Any,
 ) -> Callable[[F], F]:
-    """:func:`~tool_execution_checkpoint.checkpointed`, with the call id read as the module
-    docstring says. Put it under ``@beta_tool`` (or ``@beta_async_tool``) and give it the
-    same ``name`` if you give ``beta_tool`` one. ``options`` are checkpointed's."""
+    """:func:`~tool_execution_checkpoint.checkpointed` for the SDK's runners: the call id
+    as the module docstring says, and refusals worded for the model. Put it under
+    ``@beta_tool`` (or ``@beta_async_tool``) and give it the same ``name`` if you give
+    ``beta_tool`` one. ``options`` are checkpointed's (``intent=``, ``not_run=``, ...).
+
+    The decorated tool returns what checkpointed's returns, and raises what it raises,
+    except: :class:`CallNotNamed` for a call nothing names; ``ToolError`` for a
+    ``CallNotAnswered`` or a ``CheckpointError`` of the call.
+
+    Raises:
+        CheckpointError: as checkpointed, when decorating.
+    """
 
     def decorate(tool: F) -> F:
-        tool_name = name or tool.__name__
         guard = checkpointed(
             store,
             namespace=namespace,
-            name=tool_name,
+            name=name or tool.__name__,
             revision=revision,
-            call_id=lambda bound: _call_id(tool_name, bound),
+            call_id=_session_call_id,
             **options,
         )
-        return cast(F, guard(tool))
+        return cast(F, _for_the_model(guard(tool)))
 
     return decorate
