@@ -6,69 +6,105 @@
     @checkpointed_tool(store)
     def send_email(to: str) -> Receipt: ...
 
-**The call id is the model's tool call id** (``ToolContext.tool_call_id``). Facts from
-``openai-agents`` 0.24.0: a function tool is invoked as ``on_invoke_tool(ctx, input)``
-with ``ctx`` a ``ToolContext`` whose ``tool_call_id`` is the ``call_id`` of the model's
-``ResponseFunctionToolCall`` (``agents/tool.py``, ``_on_invoke_tool_impl``). A paused run
-is resumed from a ``RunState`` (``result.to_state()``, ``to_string``/``to_json`` and
-``RunState.from_string``/``from_json``, then ``Runner.run(agent, state)``): the state
-keeps the model responses and the last processed response, so the tool calls it runs on
-the resume are the same calls with the same ``call_id`` (``agents/run_state.py``). A
-host that dies after the tool ran and resumes from the state it saved before (the usual
-human-in-the-loop approval pause) therefore finds the checkpoint and the framework is
-handed the stored result; the tool does not run again. A run started again from the
-conversation instead (a new ``Runner.run`` with the same input or session) asks the model
-again and gets new call ids: that is a new call, not a resume.
+**The scope is the model's tool call id** (``ToolContext.tool_call_id``), unless an
+enclosing :func:`~tool_execution_checkpoint.call_scope` or
+:func:`~tool_execution_checkpoint.tool_call` names the call (:mod:`~..identity`). Facts
+from ``openai-agents`` 0.24.0, and what each of its failure paths does to that id:
+
+- A function tool runs as ``on_invoke_tool(ctx, input)`` with ``ctx`` a ``ToolContext``
+  whose ``tool_call_id`` is the ``call_id`` of the model's ``ResponseFunctionToolCall``
+  and whose ``tool_call`` is that item (``agents/tool.py``, ``agents/tool_context.py``,
+  ``agents/run_internal/tool_execution.py``).
+- **A ``RunState`` resume** (``result.to_state()``, ``to_string``/``from_string``, then
+  ``Runner.run(agent, state)`` or ``Runner.run_streamed``) runs the calls of the stored
+  model response: the same ids (``agents/run_state.py``). A host that died after the
+  tool ran and resumes from the state it saved before (an approval pause) is handed the
+  stored result; the tool does not run again. Parallel calls keep their ids in any order.
+- **A run started again from the conversation** (a ``Session`` such as ``SQLiteSession``,
+  a server-managed ``conversation_id``/``previous_response_id``, or the input list) asks
+  the model again, and the model gives new ids. A ``Session`` stores the run's input
+  when the run starts and the turn's items after the turn
+  (``agents/run_internal/session_persistence.py``): a host killed after the tool's effect
+  and before that has a session without the call, and its next run is a new call that
+  runs the tool again. **The adapter cannot match it: wrap the turn in**
+  ``with call_scope("conv-42/turn-7"):``, a name the host keeps for the turn (its inbound
+  message id, say). Inside it the call is the turn, the intent and its occurrence, so the
+  re-asked model's call of the same intent is the same call; ``intent=`` keeps a reworded
+  argument out of the intent. With ``Runner.run_streamed``, read the stream inside it.
+- **Ids that repeat.** In one run the SDK itself drops a call whose id and arguments
+  repeat a completed call's, and fails the run (``ModelBehaviorError``) for other
+  arguments (``agents/run_internal/tool_planning.py``): the tool is not invoked. Across
+  runs nothing checks: a model behind the Chat Completions, LiteLLM or any-llm path may
+  give ``call_0`` in every response. Such a call carries the SDK's placeholder item id
+  ``FAKE_RESPONSES_ID`` ("providers that assign no item ID",
+  ``agents/run_internal/session_persistence.py``; set in ``agents/models/
+  chatcmpl_converter.py``, ``chatcmpl_stream_handler.py``, ``agents/extensions/models/
+  litellm_model.py``, ``any_llm_model.py``): its id names no call for sure, so
+  outside a ``call_scope`` or ``tool_call`` it is refused (CheckpointError
+  INVALID_ARGUMENT) before anything runs. A Responses-API server that repeats ids is not
+  detected: use ``call_scope`` there too.
 
 The SDK passes the context only to a function whose first parameter is annotated
 ``RunContextWrapper`` or ``ToolContext`` (``agents/function_schema.py``). A tool with such
-a parameter gets it as before, and that parameter is left out of the fingerprint. A tool
-without one is given a wrapper whose first parameter is a ``ToolContext`` the SDK fills
-in; the wrapper calls the tool without it. The parameter is invisible to the model (the
-SDK leaves the context out of the JSON schema). Called outside a run, the call id is the
-enclosing :func:`~tool_execution_checkpoint.tool_call` block's; with none, the call is
-refused (CheckpointError INVALID_ARGUMENT) before anything runs.
+a parameter gets it as before, left out of the fingerprint; a tool without one is given
+a wrapper whose first parameter is a ``ToolContext`` the SDK fills in and the model
+never sees (the SDK leaves it out of the JSON schema). Called outside a run, the call is
+named by an enclosing ``tool_call`` or ``call_scope``; with none it is refused
+(CheckpointError INVALID_ARGUMENT) before anything runs.
 
-**Control flow.** A function tool has no exception of the SDK to raise for control flow:
-the SDK turns any ``Exception`` from the tool into a text for the model through the
-tool's ``failure_error_function``. So nothing passes through by default: a tool's
-exception is stored as its type and re-raised, and a replay raises
-:class:`~tool_execution_checkpoint.ToolRaisedEarlier` without running the tool. The SDK's
-default text for any of them is a fixed "An error occurred while running the tool.
-Please try again." (``default_tool_error_function``), which invites the model to call the
-tool again under a new call id, a new call the checkpoint does not stop. For a call the
-checkpoint cannot answer (:class:`~tool_execution_checkpoint.CallNotAnswered`: another
-attempt holds it, or its outcome is unknown) pass
-``function_tool(failure_error_function=checkpoint_error_text)``: the model is told the
-call's status and not to retry it (no payload, argument or id is in the text). A
-``timeout`` on the tool cancels it: the cancellation marks the execution uncertain
-(nothing runs it again; an operator settles it).
+**A refusal never becomes a rerun.** The SDK turns any ``Exception`` of a tool into text
+for the model through the tool's ``failure_error_function``, by default "An error
+occurred while running the tool. Please try again." (``default_tool_error_function``,
+``agents/tool.py``), which invites a retry under a new id: a new call that runs the tool.
+So in a run the adapter does not raise a refusal
+(:class:`~tool_execution_checkpoint.CallNotAnswered`, a ``CheckpointError`` such as
+BINDING_CONFLICT): it returns :func:`refusal_text` as the tool's output, whatever
+``failure_error_function`` is, and logs a WARNING (no id, argument or payload). In a
+``call_scope`` the model's retry anyway is the same call, refused again, and leaving the
+block raises the refusal to the host. Outside one, a model that retries despite the
+text makes a new call: the guarantee needs ``call_scope``. (A tool declared with
+``output_type`` or programmatic callers fails the SDK's output check on that text, which
+the SDK then words as an error: use ``call_scope``.)
 
-Sync tools run in a worker thread (``asyncio.to_thread``, which copies the context), so a
-sync tool needs a sync store; an async tool takes a sync or an async store.
+A tool's own exception is stored as its type and re-raised, and a replay raises
+:class:`~tool_execution_checkpoint.ToolRaisedEarlier`: the SDK words either for the model
+(``failure_error_function=checkpoint_error_text`` says it was not run again), or with
+``failure_error_function=None`` fails the run with its ``UserError`` whose ``__cause__``
+is the exception (``agents/run_internal/tool_execution.py``).
+One raised before any effect (a timeout of a read, say) belongs in ``not_run=``: never
+stored, the next call of the id runs the tool. A ``timeout`` on the tool cancels it: the
+execution is marked uncertain (nothing runs it again; an operator settles it).
+
+Sync tools run in a worker thread (``asyncio.to_thread``, which copies the context, so
+an enclosing ``call_scope`` holds there), so a sync tool needs a sync store; an async
+tool takes a sync or an async store.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
+from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_context import RunContextWrapper
 from agents.tool import default_tool_error_function
 from agents.tool_context import ToolContext
 
-from ..errors import CheckpointError, ErrorCode
+from ..errors import CheckpointError
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
-from ..identity import current_call_id
+from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
-__all__ = ["checkpoint_error_text", "checkpointed_tool"]
+__all__ = ["checkpoint_error_text", "checkpointed_tool", "refusal_text"]
 
 R = TypeVar("R")
+
+LOGGER = logging.getLogger("tool_execution_checkpoint.adapters.openai_agents")
 
 _CONTEXT = "_checkpoint_tool_context"
 """The name of the context parameter given to a tool that does not take one."""
@@ -76,7 +112,9 @@ _CONTEXT = "_checkpoint_tool_context"
 _CALLER_CONTEXT: ContextVar[object] = ContextVar(
     "tool_execution_checkpoint.openai_agents.context", default=None
 )
-"""The context the SDK passed to that parameter, read while the guard binds the call."""
+"""The context the SDK passed to the tool, read while the guard names the call."""
+
+_REFUSALS = (CallNotAnswered, CheckpointError)
 
 
 def _takes_context(tool: Callable[..., Any]) -> str | None:
@@ -93,18 +131,36 @@ def _takes_context(tool: Callable[..., Any]) -> str | None:
     return None
 
 
-def _call_id(context: object) -> str:
-    if isinstance(context, ToolContext):
-        return context.tool_call_id
-    identity = current_call_id()
-    if identity is None:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "is missing: run the tool in an agent run (its ToolContext names the call) or "
-            "inside `with tool_call(call_id):`",
-            field="call_id",
-        )
-    return identity
+def _framework_call_id(context: object) -> str | None:
+    """The SDK's id of the call: the ToolContext's ``tool_call_id``; None outside a run, or
+    for a call of a provider path whose ids may repeat (the SDK's placeholder item id), so
+    that only a ``tool_call`` or ``call_scope`` block names it."""
+    if not isinstance(context, ToolContext):
+        return None
+    call = context.tool_call
+    if call is not None and call.id == FAKE_RESPONSES_ID:
+        return None
+    return context.tool_call_id
+
+
+def refusal_text(refusal: Exception) -> str:
+    """What the model is told of a call the checkpoint refused: the refusal (its status or
+    code and field, never a payload, argument or id) and that it must not be retried."""
+    return f"{refusal}. This tool call must not be retried: an operator settles it."
+
+
+def _answer(refusal: Exception, context: ToolContext[Any]) -> str:
+    kind = (
+        refusal.code.value
+        if isinstance(refusal, CheckpointError)
+        else cast(CallNotAnswered, refusal).outcome.status.value
+    )
+    LOGGER.warning(
+        "a call of tool %s was refused (%s); the model was told not to retry it",
+        context.tool_name,
+        kind,
+    )
+    return refusal_text(refusal)
 
 
 def checkpointed_tool(
@@ -113,60 +169,78 @@ def checkpointed_tool(
     name: str | None = None,
     namespace: str = "openai-agents",
     revision: str = "1",
+    intent: Collection[str] | None = None,
+    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
+    exclude: Collection[str] = (),
     **options: Any,
-) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """:func:`~tool_execution_checkpoint.checkpointed` with the call id read from the
-    SDK's ``ToolContext``, as the module docstring says. Put it under ``@function_tool``
-    and give it the same ``name`` if you give ``function_tool`` a ``name_override``.
-    ``options`` are checkpointed's (``exclude`` adds to the context parameter).
+) -> Callable[[Callable[..., R]], Callable[..., R | str]]:
+    """:func:`~tool_execution_checkpoint.checkpointed` with the call named as the module
+    docstring says. Put it under ``@function_tool`` and give it the same ``name`` if you
+    give ``function_tool`` a ``name_override``.
+
+    Args:
+        store: A sync or async store (an async store needs an async tool).
+        name: The binding's tool name (default: the function's ``__name__``).
+        namespace: The binding's namespace.
+        revision: The binding's tool revision.
+        intent: The parameters that identify the effect (default: all of them).
+        not_run: Exceptions the tool raises before any effect (default ``ToolDidNotRun``):
+            never stored, the claim released.
+        exclude: Parameters left out of the fingerprint (the context parameter always is).
+        options: The rest of checkpointed's options (``codec``, ``pass_through``, ...).
 
     The function it returns takes the SDK's context first: the tool's own context
-    parameter, or one added for a tool without it (so it is typed ``Callable[..., R]``)."""
+    parameter, or one added for a tool without it (so it is typed ``Callable[..., R | str]``).
+    In a run (a ``ToolContext`` passed) it returns :func:`refusal_text`, a ``str``, for a
+    refusal; otherwise it returns and raises as checkpointed's.
 
-    def decorate(tool: Callable[..., R]) -> Callable[..., R]:
-        tool_name = name or tool.__name__
-        exclude = tuple(options.pop("exclude", ()))
-        context_parameter = _takes_context(tool)
-        if context_parameter is not None:
-            parameter = context_parameter
-            guard = checkpointed(
-                store,
-                namespace=namespace,
-                name=tool_name,
-                revision=revision,
-                call_id=lambda bound: _call_id(bound.arguments[parameter]),
-                exclude=(parameter, *exclude),
-                **options,
-            )
-            return guard(tool)
+    Raises:
+        CheckpointError: As checkpointed, when decorating (INVALID_ARGUMENT for an
+            ``intent`` or ``exclude`` name that is not a parameter).
+    """
+
+    def decorate(tool: Callable[..., R]) -> Callable[..., R | str]:
+        parameter = _takes_context(tool)
+        left_out = tuple(exclude) if parameter is None else (parameter, *exclude)
         guarded: Callable[..., Any] = checkpointed(
             store,
             namespace=namespace,
-            name=tool_name,
+            name=name or tool.__name__,
             revision=revision,
-            call_id=lambda _bound: _call_id(_CALLER_CONTEXT.get()),
-            exclude=exclude,
+            call_id=lambda _bound: _framework_call_id(_CALLER_CONTEXT.get()),
+            intent=intent,
+            not_run=not_run,
+            exclude=left_out,
             **options,
         )(tool)
-        return cast(Callable[..., R], _with_context_parameter(tool, guarded))
+        return cast(Callable[..., R | str], _in_run(tool, guarded, parameter))
 
     return decorate
 
 
-def _with_context_parameter(tool: Callable[..., Any], guarded: Callable[..., Any]) -> Any:
-    """``guarded`` behind a first parameter the SDK fills with the ToolContext."""
-    signature = inspect.signature(tool)
-    context = inspect.Parameter(
-        _CONTEXT, inspect.Parameter.POSITIONAL_ONLY, annotation=ToolContext[Any]
-    )
+def _in_run(tool: Callable[..., Any], guarded: Callable[..., Any], parameter: str | None) -> Any:
+    """``guarded`` behind the context the SDK passes: the tool's own first parameter
+    (``parameter``), or one added in front of its parameters. The context names the call
+    and turns a refusal in a run into :func:`refusal_text`."""
+
+    def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[object, tuple[Any, ...]]:
+        if parameter is None:
+            return (args[0] if args else None), args[1:]
+        return (args[0] if args else kwargs.get(parameter)), args
+
     if inspect.iscoroutinefunction(tool):
         run_async = cast(Callable[..., Awaitable[Any]], guarded)
 
         @functools.wraps(tool)
-        async def wrapper_async(ctx: object, /, *args: Any, **kwargs: Any) -> Any:
-            token = _CALLER_CONTEXT.set(ctx)
+        async def wrapper_async(*args: Any, **kwargs: Any) -> Any:
+            context, rest = split(args, kwargs)
+            token = _CALLER_CONTEXT.set(context)
             try:
-                return await run_async(*args, **kwargs)
+                return await run_async(*rest, **kwargs)
+            except _REFUSALS as refusal:
+                if not isinstance(context, ToolContext):
+                    raise
+                return _answer(refusal, context)
             finally:
                 _CALLER_CONTEXT.reset(token)
 
@@ -174,26 +248,38 @@ def _with_context_parameter(tool: Callable[..., Any], guarded: Callable[..., Any
     else:
 
         @functools.wraps(tool)
-        def wrapper_sync(ctx: object, /, *args: Any, **kwargs: Any) -> Any:
-            token = _CALLER_CONTEXT.set(ctx)
+        def wrapper_sync(*args: Any, **kwargs: Any) -> Any:
+            context, rest = split(args, kwargs)
+            token = _CALLER_CONTEXT.set(context)
             try:
-                return guarded(*args, **kwargs)
+                return guarded(*rest, **kwargs)
+            except _REFUSALS as refusal:
+                if not isinstance(context, ToolContext):
+                    raise
+                return _answer(refusal, context)
             finally:
                 _CALLER_CONTEXT.reset(token)
 
         wrapper = wrapper_sync
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[context, *signature.parameters.values()]
-    )
-    wrapper.__annotations__ = {_CONTEXT: ToolContext[Any], **tool.__annotations__}
+    wrapper.__checkpoint_guard__ = guarded.__checkpoint_guard__  # type: ignore[attr-defined]
+    if parameter is None:
+        signature = inspect.signature(tool)
+        context = inspect.Parameter(
+            _CONTEXT, inspect.Parameter.POSITIONAL_ONLY, annotation=ToolContext[Any]
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[context, *signature.parameters.values()]
+        )
+        wrapper.__annotations__ = {_CONTEXT: ToolContext[Any], **tool.__annotations__}
     return wrapper
 
 
 def checkpoint_error_text(ctx: RunContextWrapper[Any], error: Exception) -> str:
-    """A ``failure_error_function`` for a guarded tool: what the checkpoint says, for a call
-    it cannot answer or an error stored earlier; the SDK's default text otherwise."""
-    if isinstance(error, CallNotAnswered):
-        return f"{error}. This tool call must not be retried: an operator settles it."
+    """A ``failure_error_function`` for a guarded tool: for an error stored earlier, that
+    it was not run again; for a refusal, :func:`refusal_text`; the SDK's default text
+    otherwise."""
+    if isinstance(error, _REFUSALS):
+        return refusal_text(error)
     if isinstance(error, ToolRaisedEarlier):
         return f"{error}. It was not run again."
     return default_tool_error_function(ctx, error)
