@@ -1,55 +1,82 @@
-"""pydantic-ai: one capability guards every tool of an agent (extra ``pydantic-ai``).
+"""pydantic-ai: one capability guards the tools of an agent (extra ``pydantic-ai``).
 
 ::
 
-    agent = Agent(model, tools=[send_email], capabilities=[Checkpointed(store)])
+    from tool_execution_checkpoint.adapters.pydantic_ai import Checkpointed
 
-:class:`Checkpointed` wraps each leaf toolset of the run (its function tools, MCP
-servers, ...) in a :class:`CheckpointedToolset`, whose ``call_tool`` runs the tool through
-a :class:`~tool_execution_checkpoint.ToolGuard`. A toolset can also be guarded alone:
-``Agent(model, toolsets=[CheckpointedToolset(toolset, store)])``.
+    agent = Agent(model, tools=[send_email, lookup], capabilities=[
+        Checkpointed(store, tools={"send_email"}),  # guard the effect, not the read
+    ])
 
-**The call id is ``<conversation id>/<tool call id>``**. Facts from ``pydantic-ai-slim``
-2.68.0 (``pydantic_ai/_run_context.py``, ``agent/__init__.py``):
-``RunContext.tool_call_id`` is the id of the model's ``ToolCallPart``, kept in the
-message history; ``RunContext.conversation_id`` is the run's ``conversation_id``
-argument or else the most recent one on ``message_history``, so it too is the same when
-a run is resumed from its stored messages. A host resumes by running the agent again
-with the messages it stored (``all_messages_json()`` / ``ModelMessagesTypeAdapter``),
-with ``deferred_tool_results`` after a deferral or approval; the tool calls of the last
-response then run under the same ids and find the checkpoint. The conversation id scopes
-the tool call id, which some models and providers number per response (``call_0``), so
-two conversations never share a record. An approval resume calls the tool again under
-the same id with ``tool_call_approved`` set: the unapproved attempt raised
-``ApprovalRequired``, which released its claim, so the approved call runs the tool.
+:class:`Checkpointed` wraps each leaf toolset of the run (function tools, MCP servers, ...)
+in a :class:`CheckpointedToolset`, whose ``call_tool`` runs the guarded tools through a
+:class:`~tool_execution_checkpoint.ToolGuard`; a tool outside ``tools=`` runs as if the
+capability were absent. A toolset can be guarded alone:
+``Agent(model, toolsets=[CheckpointedToolset(toolset, store=store)])``.
 
-**The fingerprint** is that of the validated arguments as pydantic dumps them to JSON
-(``to_jsonable_python``); the ``RunContext`` is never among them.
+**Scope: the model response that made the call.** :func:`default_call_id` is
+``<conversation id>/<response timestamp>/<tool call id>``. Facts from ``pydantic-ai-slim``
+2.68.0: ``RunContext.messages`` is the run's whole history, the stored part included
+(``_agent_graph.py``, ``build_run_context``); ``RunContext.conversation_id`` is the
+run's ``conversation_id`` argument or the latest one on ``message_history``
+(``_run_context.py``); a ``ModelResponse`` keeps the ``timestamp`` it was received at,
+in the history and in ``all_messages_json()`` (``messages.py``); a batch whose function
+calls share a ``tool_call_id`` is refused before any runs (``_tool_execution.py``). So the
+id tells apart two responses of one conversation even when the model numbers its calls
+``call_0`` in every response, and it is the same when the response's calls run again:
 
-**Control flow.** The exceptions pydantic-ai treats as control flow (``tool_manager.py``)
-pass through unchanged. ``CallDeferred``, ``ApprovalRequired`` and ``SkipToolExecution``
-(:data:`NOT_RUN`) say the tool is not run now, so the guard releases the claim before
-re-raising: the resume with ``deferred_tool_results`` runs the tool under the same id.
-A tool must raise them before it acts. ``ModelRetry`` and ``ToolFailed``
-(:data:`CONTROL_FLOW`) may come after an effect, so that execution is marked uncertain:
-after a ``ModelRetry`` the model makes a new call (a new tool call id), and a resume of
-the very call finds it uncertain and raises
-:class:`~tool_execution_checkpoint.CallNeedsReconciliation`. Any other exception of the
-tool is stored as its type and re-raised; like it, a replay's
-:class:`~tool_execution_checkpoint.ToolRaisedEarlier` and a call the checkpoint cannot
-answer (:class:`~tool_execution_checkpoint.CallNotAnswered`) end the run with that
-exception, as pydantic-ai does with any tool error that is not ``ModelRetry``.
+- a resume from the stored messages (``all_messages_json()`` /
+  ``ModelMessagesTypeAdapter``, a snapshot taken while iterating with ``agent.iter``)
+  ending in the response, after the host died with the calls run but their results not
+  stored: the calls run again under the same ids and find the checkpoints;
+- a resume with ``deferred_tool_results`` after an approval or a deferral (``run`` and
+  ``run_stream`` alike).
+
+The response's position in the history is not used: a history processor moves it
+(``ProcessHistory`` rewrites ``ctx.messages``, ``capabilities/process_history.py``), and
+so does compaction (``conversation_store.py``). What does not
+survive: a turn run again from its start asks the model again, and its new response is a
+new call (wrap the turn and its re-run in :func:`~tool_execution_checkpoint.call_scope`
+named for the turn; not a resume from stored messages, whose calls would be numbered
+again from the middle of the turn); a call pydantic-ai closed with a synthesized
+``'interrupted'`` return (a run that raised, resumed from ``capture_run_messages``) is not
+run again by pydantic-ai, and the model's new call is a new call. A call
+:func:`default_call_id` cannot place (no conversation or tool call id, the call in no
+response of ``ctx.messages``, two responses holding it with one timestamp, say from a
+model that stamps its responses itself) is refused: pass ``call_id=``.
+
+**Intent.** The fingerprint is :func:`~tool_execution_checkpoint.fingerprint.
+arguments_fingerprint` of the validated arguments (a ``SecretStr`` by the digest of its
+value), or of those ``intent=`` names for the tool; the ``RunContext`` is never among them.
+
+**Control flow.** ``CallDeferred``, ``ApprovalRequired`` and ``SkipToolExecution``
+(:data:`NOT_RUN`), and the ``not_run=`` exceptions, say the tool stopped before any
+effect: the claim is released and the exception re-raised, so the next run of the call
+runs the tool (a transient error of a read, such as ``TimeoutError``, belongs there).
+``ModelRetry`` and ``ToolFailed`` (:data:`CONTROL_FLOW`) may follow an effect: the
+execution is marked uncertain and they pass through; the model's next call is a new
+call. Any other exception of the tool is stored as its type and re-raised; a replay
+raises :class:`~tool_execution_checkpoint.ToolRaisedEarlier`.
+
+**Refusals end the run.** pydantic-ai ends the run with any tool exception other than
+``ModelRetry`` and ``ToolFailed`` that no capability's ``on_tool_execute_error``
+recovers (``tool_manager.py``), so :class:`~tool_execution_checkpoint.
+CallNotAnswered` and :class:`~tool_execution_checkpoint.CheckpointError` (a
+BINDING_CONFLICT, say) reach the host. When a capability's ``on_tool_execute_error``
+turns one into a tool result, :class:`Checkpointed` raises it before the next model
+request and at the end of the run, so the model is never asked to retry it.
 
 **Results.** A function tool's result is stored by :func:`~tool_execution_checkpoint.
-result_codec` of its return annotation (read from the toolset's ``Tool.function``), so a
-replay hands pydantic-ai the same type the function returned; other tools' results (MCP)
-are stored as JSON.
+result_codec` of its return annotation, so a replay hands pydantic-ai the type the
+function returned; other tools' results (MCP) are stored as JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -61,15 +88,17 @@ from pydantic_ai.exceptions import (
     SkipToolExecution,
     ToolFailed,
 )
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_ai.toolsets.function import FunctionToolsetTool
-from pydantic_core import to_jsonable_python
 
 from ..errors import CheckpointError, ErrorCode
-from ..guard import ResultCodec, ToolGuard, result_codec
+from ..guard import CallNotAnswered, ResultCodec, ToolGuard, result_codec
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
-__all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "call_id"]
+__all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "default_call_id"]
 
 NOT_RUN: tuple[type[BaseException], ...] = (CallDeferred, ApprovalRequired, SkipToolExecution)
 """The exceptions by which a tool says it is not run now (deferred, awaiting approval,
@@ -79,16 +108,54 @@ CONTROL_FLOW: tuple[type[BaseException], ...] = (ModelRetry, ToolFailed)
 """The exceptions a tool raises to steer pydantic-ai after it may have acted: passed
 through after the execution is marked uncertain, never stored."""
 
+CallIdHook = Callable[[RunContext[Any]], str | None]
+"""Gives the framework id of the call ``ctx`` runs, or None (then an enclosing
+``tool_call`` or ``call_scope`` must name it)."""
 
-def call_id(ctx: RunContext[Any]) -> str:
-    """The call id of the tool call ``ctx`` is running (see the module docstring)."""
+
+def _refused(reason: str) -> CheckpointError:
+    return CheckpointError(
+        ErrorCode.INVALID_ARGUMENT, f"{reason}: pass call_id= to name the call", field="call_id"
+    )
+
+
+def _stamp(response: ModelResponse) -> str:
+    """The response's timestamp to the microsecond (in UTC when it has an offset)."""
+    moment = response.timestamp
+    if moment.tzinfo is not None:
+        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def default_call_id(ctx: RunContext[Any]) -> str:
+    """``<conversation id>/<response timestamp>/<tool call id>`` of the call ``ctx`` runs
+    (see the module docstring).
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT when ``ctx`` names no conversation or tool call,
+            when no model response in ``ctx.messages`` holds the call, or when the
+            response holding it cannot be told apart (it holds the id twice, or an
+            earlier response holding the id has the same timestamp).
+    """
     if ctx.conversation_id is None or ctx.tool_call_id is None:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT,
-            "is missing: the RunContext names no conversation or tool call",
-            field="call_id",
-        )
-    return f"{ctx.conversation_id}/{ctx.tool_call_id}"
+        raise _refused("is missing: the RunContext names no conversation or tool call")
+    holders: list[tuple[ModelResponse, int]] = []  # the responses holding the id, and how often
+    for message in ctx.messages:
+        if isinstance(message, ModelResponse):
+            count = sum(
+                1
+                for part in message.parts
+                if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id
+            )
+            if count:
+                holders.append((message, count))
+    if not holders:
+        raise _refused("is unknown: no model response in the run's messages made this call")
+    response, count = holders[-1]  # pydantic-ai runs the calls of the latest response
+    stamp = _stamp(response)
+    if count > 1 or any(_stamp(other) == stamp for other, _ in holders[:-1]):
+        raise _refused("is ambiguous: two calls of the conversation share this tool call id")
+    return f"{ctx.conversation_id}/{stamp}/{ctx.tool_call_id}"
 
 
 def _codec(toolset: AbstractToolset[Any], name: str, tool: ToolsetTool[Any]) -> ResultCodec[Any]:
@@ -105,23 +172,82 @@ def _codec(toolset: AbstractToolset[Any], name: str, tool: ToolsetTool[Any]) -> 
     return result_codec(annotation)
 
 
+def _names(value: object, field: str) -> frozenset[str]:
+    """A collection of names as a frozenset; a bare string is refused (it would be read
+    as its characters)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Collection):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "is not a collection of names", field=field
+        )
+    if not all(isinstance(name, str) for name in value):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "holds a name that is not a str", field=field
+        )
+    return frozenset(value)
+
+
+def _intents(intent: Mapping[str, Collection[str]]) -> dict[str, frozenset[str]]:
+    if not isinstance(intent, Mapping):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "is not a mapping of tool names", field="intent"
+        )
+    return {str(tool): _names(names, "intent") for tool, names in intent.items()}
+
+
+class _Refusals:
+    """The refusals of one run's guarded calls, kept so that a refusal a capability turned
+    into a tool result still ends the run."""
+
+    __slots__ = ("errors",)
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def raise_first(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+
 @dataclasses.dataclass
 class CheckpointedToolset(WrapperToolset[Any]):
-    """A toolset whose every tool call runs at most once per call id.
+    """A toolset whose guarded tools run at most once per call.
 
     Attributes:
         store: Where the checkpoints live.
         namespace: The bindings' namespace.
         revision: The bindings' tool revision (change it when stored results no longer
             fit the tools).
+        tools: The names of the tools to guard (the names their toolset holds them
+            under, before any prefix); None guards every tool. Other tools run unguarded.
+        call_id: Gives the framework id of a call from its ``RunContext`` (default
+            :func:`default_call_id`); an enclosing ``tool_call`` or ``call_scope`` wins.
+        intent: Per tool name, the arguments that identify its effect (default: all).
+        not_run: More exceptions raised before any effect (a read's ``TimeoutError``):
+            never stored, the next run of the call runs the tool. Added to :data:`NOT_RUN`.
         options: More :class:`~tool_execution_checkpoint.ToolGuard` fields
             (``wait_seconds``, ``poll_seconds``, ``max_payload_bytes``).
+        refusals: Where :class:`Checkpointed` collects the run's refusals (None alone).
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, when built, for ``tools`` or ``intent`` that is
+            not names; at a call, for an ``intent`` name the tool's parameters lack, and
+            as :meth:`~tool_execution_checkpoint.ToolGuard.call_async` (before the tool runs
+            for a call with no id or arguments the fingerprint cannot encode).
     """
 
     store: CheckpointStore | AsyncCheckpointStore = dataclasses.field(kw_only=True)
     namespace: str = dataclasses.field(default="pydantic-ai", kw_only=True)
     revision: str = dataclasses.field(default="1", kw_only=True)
+    tools: Collection[str] | None = dataclasses.field(default=None, kw_only=True)
+    call_id: CallIdHook = dataclasses.field(default=default_call_id, kw_only=True)
+    intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict, kw_only=True)
+    not_run: tuple[type[BaseException], ...] = dataclasses.field(default=(), kw_only=True)
     options: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    refusals: _Refusals | None = dataclasses.field(default=None, kw_only=True, repr=False)
+
+    def __post_init__(self) -> None:
+        self._guarded = None if self.tools is None else _names(self.tools, "tools")
+        self._intents = _intents(self.intent)
 
     async def call_tool(
         self,
@@ -130,33 +256,81 @@ class CheckpointedToolset(WrapperToolset[Any]):
         ctx: RunContext[Any],
         tool: ToolsetTool[Any],
     ) -> Any:
+        own_name = (
+            tool.original_name
+            if isinstance(tool, FunctionToolsetTool) and tool.original_name
+            else name
+        )
+        if self._guarded is not None and own_name not in self._guarded:
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        try:
+            return await self._guarded_call(own_name, name, tool_args, ctx, tool)
+        except (CallNotAnswered, CheckpointError) as refusal:
+            if self.refusals is not None:
+                self.refusals.errors.append(refusal)
+            raise
+
+    async def _guarded_call(
+        self,
+        own_name: str,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[Any],
+        tool: ToolsetTool[Any],
+    ) -> Any:
+        intent = self._intents.get(own_name)
+        if intent is not None:
+            parameters = tool.tool_def.parameters_json_schema.get("properties", {})
+            if not intent <= set(parameters):
+                raise CheckpointError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"names {len(intent - set(parameters))} argument(s) the tool does not take",
+                    field="intent",
+                )
         guard = ToolGuard(
             self.store,
-            tool_name=tool.original_name
-            if isinstance(tool, FunctionToolsetTool) and tool.original_name
-            else name,
+            tool_name=own_name,
             namespace=self.namespace,
             revision=self.revision,
             codec=_codec(self.wrapped, name, tool),
             pass_through=CONTROL_FLOW,
-            not_run=NOT_RUN,
+            not_run=(*NOT_RUN, *self.not_run),
+            intent=intent,
             **self.options,
         )
-        arguments = to_jsonable_python(tool_args)
         return await guard.call_async(
-            call_id(ctx), arguments, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
+            self.call_id(ctx),
+            tool_args,
+            lambda: self.wrapped.call_tool(name, tool_args, ctx, tool),
         )
 
 
 @dataclasses.dataclass
 class Checkpointed(AbstractCapability[Any]):
-    """Guard every tool of the agent: each leaf toolset of a run is wrapped in a
-    :class:`CheckpointedToolset` (output tools are not tools the model's calls run)."""
+    """Guard the agent's tools (all, or those named in ``tools``): each leaf toolset of a
+    run is wrapped in a :class:`CheckpointedToolset` with these fields (output tools are
+    not tools the model's calls run). A refusal of a guarded call ends the run even when
+    another capability turned it into a tool result: it is raised before the next model
+    request, or when the run ends."""
 
     store: CheckpointStore | AsyncCheckpointStore
     namespace: str = "pydantic-ai"
     revision: str = "1"
+    tools: Collection[str] | None = None
+    call_id: CallIdHook = default_call_id
+    intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict)
+    not_run: tuple[type[BaseException], ...] = ()
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.tools is not None:
+            _names(self.tools, "tools")
+        _intents(self.intent)
+        self._refusals = _Refusals()
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        del ctx
+        return dataclasses.replace(self)  # a fresh _Refusals for the run
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         def guard(leaf: AbstractToolset[Any]) -> AbstractToolset[Any]:
@@ -165,7 +339,26 @@ class Checkpointed(AbstractCapability[Any]):
                 store=self.store,
                 namespace=self.namespace,
                 revision=self.revision,
+                tools=self.tools,
+                call_id=self.call_id,
+                intent=self.intent,
+                not_run=self.not_run,
                 options=self.options,
+                refusals=self._refusals,
             )
 
         return toolset.visit_and_replace(guard)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        del ctx
+        self._refusals.raise_first()
+        return request_context
+
+    async def after_run(
+        self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        del ctx
+        self._refusals.raise_first()
+        return result
