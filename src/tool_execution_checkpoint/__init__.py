@@ -7,6 +7,7 @@ says ``deliver``, never ``execute``. The protocol is the transition table in spe
 package is its pure, I/O-free core.
 """
 
+from .codecs import ResultCodec, result_codec
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import arguments_fingerprint, canonical, fingerprint
 from .guard import (
@@ -15,11 +16,9 @@ from .guard import (
     CallNotAnswered,
     CallResultPruned,
     CallStoreUnavailable,
-    ResultCodec,
     ToolGuard,
     ToolRaisedEarlier,
     checkpointed,
-    result_codec,
 )
 from .identity import (
     CallScope,

@@ -98,6 +98,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
 
+from ..codecs import ResultCodec, result_codec
 from ..errors import CheckpointError, ErrorCode
 from ..guard import (
     CallInFlight,
@@ -105,10 +106,8 @@ from ..guard import (
     CallNotAnswered,
     CallResultPruned,
     CallStoreUnavailable,
-    ResultCodec,
     ToolGuard,
     ToolRaisedEarlier,
-    result_codec,
 )
 from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore

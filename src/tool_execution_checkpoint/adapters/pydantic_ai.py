@@ -94,8 +94,9 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
+from ..codecs import ResultCodec, result_codec
 from ..errors import CheckpointError, ErrorCode
-from ..guard import CallNotAnswered, ResultCodec, ToolGuard, result_codec
+from ..guard import CallNotAnswered, ToolGuard
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "default_call_id"]
