@@ -66,7 +66,9 @@ new call under a new key. No message or ``data`` holds an argument, a result or 
   tool: INVALID_PARAMS, ``{"code": "BINDING_CONFLICT", "retrySameKey": false}``; the
   earlier call stands, and a new call needs a new key;
 - in flight (another attempt holds the claim: still running, or its worker died):
-  INTERNAL_ERROR, ``{"status": "in-flight", "retrySameKey": true}``;
+  INTERNAL_ERROR, ``{"status": "in-flight", "retrySameKey": true}``; nothing expires a
+  claim, so a client stops resending after the tool's longest run, and an operator
+  settles a call still in flight then;
 - its outcome is unknown: INTERNAL_ERROR, ``{"status": "needs-reconciliation",
   "retrySameKey": false}``; only an operator settles it (``tool-checkpoint reconcile``);
 - answered before and its result since pruned: INTERNAL_ERROR, ``{"status":
@@ -166,8 +168,10 @@ _UNANSWERED: tuple[tuple[type[CallNotAnswered], str, bool, str], ...] = (
         CallInFlight,
         "in-flight",
         True,
-        "another attempt with this idempotency key holds the call (it may still be running):"
-        " send the same key again later",
+        "another attempt with this idempotency key holds the call (it may still be running,"
+        " or its server died while running it): send the same key again later; a call"
+        " still in flight after the tool's longest run is settled by an operator"
+        " (tool-checkpoint list --older-than shows it)",
     ),
     (
         CallNeedsReconciliation,

@@ -95,7 +95,7 @@ from agents.run_context import RunContextWrapper
 from agents.tool import default_tool_error_function
 from agents.tool_context import ToolContext
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
 from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
@@ -146,6 +146,12 @@ def _framework_call_id(context: object) -> str | None:
 def refusal_text(refusal: Exception) -> str:
     """What the model is told of a call the checkpoint refused: the refusal (its status or
     code and field, never a payload, argument or id) and that it must not be retried."""
+    if (
+        isinstance(refusal, CheckpointError)
+        and refusal.code is ErrorCode.INVALID_ARGUMENT
+        and refusal.field == "call_id"
+    ):
+        return "This tool call was not run: the host cannot tell it apart. Do not retry it."
     return f"{refusal}. This tool call must not be retried: an operator settles it."
 
 
