@@ -44,7 +44,7 @@ import unittest
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -711,6 +711,12 @@ class OperableStoreConformance(StoreConformance):
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
         )
+        # The edges a store's own integer types meet, always tried besides the generated.
+        @example(list(Status), 2**63, None, None)
+        @example(list(Status), 2**64, None, None)
+        @example(list(Status), -(2**63) - 1, None, None)
+        @example(list(Status), None, None, 0)
+        @example(list(Status), None, None, -1)
         @given(statuses, bounds, cursors, limits)
         def check(chosen: list[Any], before: Any, after: Any, limit: Any) -> None:
             query = {"statuses": chosen, "updated_before_us": before, "after_key": after}
