@@ -350,9 +350,10 @@ def test_call_ids_that_repeat_across_turns_are_refused_by_default_and_one_per_tu
     # By default: call_0 of turn 2 would be call_0 of turn 1, so neither is taken as named.
     refused = turn(1, scoped=False) + turn(2, scoped=False)
     assert outbox.count() == 0
-    assert refused == [
-        "This tool call was not run: the host cannot tell it apart. Do not retry it."
-    ] * 2
+    assert (
+        refused
+        == ["This tool call was not run: the host cannot tell it apart. Do not retry it."] * 2
+    )
     assert "call_0" not in caplog.text
     assert "example.com" not in caplog.text
 
