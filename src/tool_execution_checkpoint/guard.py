@@ -492,12 +492,14 @@ def checkpointed(
             bound.apply_defaults()
             identity = call_id(bound) if call_id is not None else None
             arguments: dict[str, object] = {}
-            for key, value in bound.arguments.items():
+            for key, given in bound.arguments.items():
                 if key in left_out:
                     continue
                 snapshot = declared.get(key)
-                used_default = snapshot is not None and value is signature.parameters[key].default
-                arguments[key] = snapshot.value if used_default else value  # type: ignore[union-attr]
+                if snapshot is not None and given is signature.parameters[key].default:
+                    arguments[key] = snapshot.value  # the default, as declared
+                else:
+                    arguments[key] = given
             return identity, arguments
 
         if is_async:
