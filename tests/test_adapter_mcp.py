@@ -733,3 +733,12 @@ def test_the_errors_a_client_is_told_hold_no_key_down_their_whole_chain() -> Non
 
 if __name__ == "__main__":
     serve(Path(sys.argv[1]), sys.argv[2], sys.argv[3])
+
+
+def test_a_generator_function_is_refused_when_decorated() -> None:
+    def rows(to: str) -> Iterator[str]:
+        yield to
+
+    with pytest.raises(CheckpointError) as caught:
+        checkpointed_tool(MemoryStore())(rows)
+    assert caught.value.field == "tool"

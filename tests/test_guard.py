@@ -9,6 +9,7 @@ import inspect
 import sys
 import threading
 import typing
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -639,3 +640,17 @@ def test_an_annotation_that_cannot_be_stored_names_it_nowhere_in_the_chain() -> 
         assert caught.value.code is ErrorCode.INVALID_ARGUMENT
         assert leaks(caught.value, secret) is None
         assert (caught.value.__context__, caught.value.__cause__) == (None, None)
+
+
+def test_a_generator_function_is_refused_when_decorated() -> None:
+    def rows(to: str) -> Iterator[str]:
+        yield to
+
+    async def stream(to: str) -> AsyncIterator[str]:
+        yield to
+
+    for tool in (rows, stream):
+        with pytest.raises(CheckpointError) as caught:
+            checkpointed(MemoryStore())(tool)
+        assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+        assert caught.value.field == "tool"

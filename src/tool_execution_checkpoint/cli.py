@@ -263,7 +263,10 @@ def open_store(url: str, **location: str) -> Any:
         known = False
     if not known:
         if url_scheme(url) is None and ":" not in url:
-            raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{url})")
+            # A plain file path is echoed as the URL to write; anything else (a libpq
+            # connection string, with its password) never is.
+            path = url if _PLAIN_PATH.fullmatch(url) else "PATH"
+            raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{path})")
         raise _UsageError(_NOT_A_URL)
     for name in location:
         if takes is not None and name not in takes:
@@ -279,6 +282,32 @@ _NOT_A_URL = (
 )
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_PLAIN_PATH = re.compile(r"[\w./~-]{1,200}")
+
+
+_UNREADABLE: Any = object()
+
+MAX_INPUT_BYTES = TABLE.limits.ceiling_max_payload_bytes + 1024 * 1024
+"""The most a file or stdin given to the command line may hold: the payload ceiling and
+1 MiB for the record around it."""
+
+
+def _read_input(what: str, source: str | None) -> bytes:
+    """The bytes of the file ``source`` (stdin for None or ``-``), at most
+    :data:`MAX_INPUT_BYTES`; more is a usage error, before any more is read."""
+    data: bytes
+    if source in (None, "-"):
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is not None:
+            data = stdin.read(MAX_INPUT_BYTES + 1)
+        else:
+            data = sys.stdin.read(MAX_INPUT_BYTES + 1).encode("utf-8", "surrogateescape")
+    else:
+        with Path(str(source)).open("rb") as file:
+            data = file.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _UsageError(f"{what} holds more than {MAX_INPUT_BYTES} bytes")
+    return data
 
 
 def _inspect(source: str | None, url: str | None, key: str | None, location: dict[str, str]) -> int:
@@ -296,11 +325,7 @@ def _inspect(source: str | None, url: str | None, key: str | None, location: dic
             print("no record under that key")
             return Exit.NO_RECORD
     else:
-        if source in (None, "-"):
-            stdin = getattr(sys.stdin, "buffer", None)
-            data = stdin.read() if stdin is not None else sys.stdin.read().encode()
-        else:
-            data = Path(str(source)).read_bytes()
+        data = _read_input("inspect's file" if source not in (None, "-") else "stdin", source)
         if data.startswith(_SQLITE_HEADER):
             raise _UsageError(
                 f"{source} is a SQLite store, not a JSON record: list its records with "
@@ -308,8 +333,10 @@ def _inspect(source: str | None, url: str | None, key: str | None, location: dic
             )
         try:
             raw = json.loads(data)
-        except ValueError:  # UnicodeDecodeError included
-            print("invalid: INVALID_CHECKPOINT: not JSON in UTF-8")
+        except (ValueError, RecursionError):  # UnicodeDecodeError, nesting past the stack
+            raw = _UNREADABLE
+        if raw is _UNREADABLE:
+            print("invalid: INVALID_CHECKPOINT: not JSON in UTF-8 (or nested too deep)")
             return Exit.INVALID_RECORD
     try:
         record = Checkpoint.from_dict(raw, max_payload_bytes=TABLE.limits.ceiling_max_payload_bytes)
@@ -338,13 +365,22 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3_600, "d": 86_400}
 
 
+MAX_DURATION_SECONDS = 1_000_000 * 86_400
+"""The longest duration the command line takes: 1,000,000 days (some 2,700 years; its
+microseconds, subtracted from now, stay far inside a 64-bit integer)."""
+
+
 def duration(text: str) -> float:
     """Seconds from a duration: a number with an optional unit, s, m, h or d (``90``,
-    ``90s``, ``15m``, ``2h``, ``1.5d``). Raises ValueError for anything else."""
+    ``90s``, ``15m``, ``2h``, ``1.5d``), at most :data:`MAX_DURATION_SECONDS`. Raises
+    ValueError for anything else."""
     match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(text)
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if match is None or len(match.group(1)) > 32:
+        raise ValueError("not a duration")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError("longer than the longest duration")
+    return seconds
 
 
 def _now_us() -> int:
@@ -461,24 +497,16 @@ def _list(
     return Exit.OK
 
 
-_UNREADABLE: Any = object()
-
-
 def _read_found(source: str) -> object:
     """The JSON value in the file ``source`` (``-`` for stdin), for ``--complete``.
 
     A file that is not JSON in UTF-8 is a usage error raised outside the ``except``: the
     refusal's context would otherwise hold the file's text (a JSONDecodeError keeps all
     of it in ``.doc``, a UnicodeDecodeError the bytes in ``.object``), the payload."""
-    if source == "-":
-        stdin = getattr(sys.stdin, "buffer", None)
-        data: bytes | str = stdin.read() if stdin is not None else sys.stdin.read()
-    else:
-        data = Path(source).read_bytes()
+    data = _read_input("--complete's file", source)
     found: object = _UNREADABLE
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        found = json.loads(text)
+        found = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
         found = _UNREADABLE
     if found is _UNREADABLE:
@@ -765,7 +793,7 @@ def _duration_argument(text: str) -> float:
         return duration(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "a duration is a number with an optional unit: 90, 90s, 15m, 2h, 1.5d"
+            "a duration is a number with an optional unit: 90, 90s, 15m, 2h, 1.5d; at most 1000000d"
         ) from None
 
 

@@ -367,6 +367,22 @@ def _holding(claim: Claim, intent: Intent) -> Iterator[_Live]:
 # --- the decorator -------------------------------------------------------------------------
 
 
+def refuse_generator(tool: Callable[..., Any]) -> None:
+    """Refuse a generator or async generator function as a tool: calling one runs none of
+    its body, so the guard would store an iterator that is not the result.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT on the field ``tool``.
+    """
+    if inspect.isgeneratorfunction(tool) or inspect.isasyncgenfunction(tool):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "is a generator function, whose body runs only when it is iterated: "
+            "return the result (a list of the items, say) instead",
+            field="tool",
+        )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Snapshot:
     """A copy of a parameter's default taken when the tool was decorated."""
@@ -446,13 +462,15 @@ def checkpointed(
         max_payload_bytes: See :class:`ToolGuard`.
 
     Raises:
-        CheckpointError: INVALID_ARGUMENT, when decorating, for an ``exclude`` or
-            ``intent`` name that is not a parameter or an async store with a sync tool;
+        CheckpointError: INVALID_ARGUMENT, when decorating, for a generator function, an
+            ``exclude`` or ``intent`` name that is not a parameter or an async store with
+            a sync tool;
             when calling, for a call with no call id; PAYLOAD_NOT_JSON for an argument the
             fingerprint cannot encode (:func:`~.fingerprint.canonical`), before it runs.
     """
 
     def decorate(tool: Callable[P, R]) -> Callable[P, R]:
+        refuse_generator(tool)
         signature = inspect.signature(tool)
         for names, field in ((exclude, "exclude"), (intent or (), "intent")):
             unknown = set(names) - set(signature.parameters)

@@ -110,6 +110,7 @@ from ..guard import (
     CallStoreUnavailable,
     ToolGuard,
     ToolRaisedEarlier,
+    refuse_generator,
 )
 from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
@@ -309,6 +310,7 @@ def checkpointed_tool(
     """
 
     def decorate(tool: Callable[P, R]) -> Callable[P, R]:
+        refuse_generator(tool)
         # Annotations resolved in the tool's module, Annotated[...] kept: the SDK reads
         # the tool's schema from the wrapper's signature.
         signature = inspect.signature(tool, eval_str=True)

@@ -188,12 +188,12 @@ class SQLiteNotAppliedError(SQLiteStoreError, StoreNotAppliedError):
 
 
 class SQLiteConfigurationError(SQLiteStoreError, StoreConfigurationError):
-    """The database cannot be used as configured: a path that names no usable file, a
-    directory that does not exist, a file that is not an SQLite database, a file this
-    process may not write, a schema version this library does not know, or (opening with
-    ``create=False``) a file that does not exist. The message names what to fix; retrying
-    does not help. A URL that cannot be parsed is CheckpointError INVALID_ARGUMENT
-    instead (see :func:`url_location`)."""
+    """The database cannot be used as configured: a path that names no usable file (or
+    holds a NUL character), a directory that does not exist, a file that is not an SQLite
+    database, a file this process may not write, a schema version this library does not
+    know, or (opening with ``create=False``) a file that does not exist. The message names
+    what to fix; retrying does not help. A URL that cannot be parsed is CheckpointError
+    INVALID_ARGUMENT instead (see :func:`url_location`)."""
 
 
 class SQLiteBusyError(SQLiteStoreError, StoreUnavailableError):
@@ -250,6 +250,8 @@ def _database_path(path: object) -> Path:
     raw = os.fspath(path)
     if not isinstance(raw, str):
         raise SQLiteConfigurationError("the database path must be text, not bytes")
+    if "\x00" in raw:
+        raise SQLiteConfigurationError("the database path holds a NUL character")
     if raw in ("", ":memory:") or raw.startswith("file::memory:"):
         raise SQLiteConfigurationError(
             "an in-memory SQLite database is neither durable nor shared between"
@@ -929,7 +931,8 @@ def url_location(url: str) -> tuple[Path, float | None]:
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL with a
-            host (``sqlite://name``), a fragment, no path or ``:memory:``, a query other
+            host (``sqlite://name``), a fragment, no path or ``:memory:``, a NUL in the
+            path, a query other
             than one ``busy_timeout``, or a busy_timeout that is not a number.
     """
     parts = urlsplit(url) if isinstance(url, str) else None
@@ -941,6 +944,8 @@ def url_location(url: str) -> tuple[Path, float | None]:
             "a sqlite URL names no host: write sqlite:///absolute/path, or "
             "sqlite:relative/path for a file under the working directory"
         )
+    if "\x00" in path:
+        raise _url_refusal("a sqlite URL's path holds a NUL character (%00)")
     if path.strip("/") == ":memory:":
         raise _url_refusal(
             "an in-memory SQLite database is neither durable nor shared between "
