@@ -9,9 +9,10 @@ import inspect
 import sys
 import threading
 import typing
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import pydantic
 import pytest
@@ -654,3 +655,27 @@ def test_a_generator_function_is_refused_when_decorated() -> None:
             checkpointed(MemoryStore())(tool)
         assert caught.value.code is ErrorCode.INVALID_ARGUMENT
         assert caught.value.field == "tool"
+
+
+def test_a_dict_returned_for_a_model_is_stored_as_the_model_and_never_quoted() -> None:
+    store = MemoryStore()
+
+    @checkpointed(store)
+    def send_email(to: str) -> Receipt:
+        return {"message_id": SECRET, "recipients": [to]}  # type: ignore[return-value]
+
+    @checkpointed(store)
+    def broken(to: str) -> Receipt:  # noqa: ARG001 - fingerprinted
+        return {"message": SECRET}  # type: ignore[return-value]
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with tool_call("toolu_1"):
+            first = send_email("ada@example.com")
+            again = send_email("ada@example.com")
+        with tool_call("toolu_2"), pytest.raises(CallNeedsReconciliation) as caught:
+            broken("ada@example.com")
+    assert cast(object, first) == {"message_id": SECRET, "recipients": ["ada@example.com"]}
+    assert again == Receipt(message_id=SECRET, recipients=["ada@example.com"])
+    assert not [warning for warning in seen if SECRET in str(warning.message)]
+    assert not leaks(caught.value, SECRET)

@@ -48,7 +48,15 @@ class _PydanticCodec:
     adapter: Any
 
     def encode(self, value: Any) -> JSONValue:
-        return cast(JSONValue, self.adapter.dump_python(value, mode="json"))
+        """``value`` as JSON of the annotated type. A value of another type (a dict
+        returned for a model) is validated as the type first; one that does not validate
+        raises. Never a serializer warning: pydantic's quotes the value."""
+        try:
+            return cast(JSONValue, self.adapter.dump_python(value, mode="json", warnings="error"))
+        except ValueError:  # PydanticSerializationError: not a value of the annotated type
+            pass
+        checked = self.adapter.validate_python(value)
+        return cast(JSONValue, self.adapter.dump_python(checked, mode="json", warnings="error"))
 
     def decode(self, payload: JSONValue) -> Any:
         return self.adapter.validate_python(payload)
