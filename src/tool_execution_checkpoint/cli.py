@@ -44,7 +44,7 @@ import unittest
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import CheckpointError, ErrorCode
@@ -842,15 +842,31 @@ action:
 """
 
 
+_REFUSED_VALUE = re.compile(r"(invalid [^:]*: )(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors never show a value given: an argument may
+    hold a secret (a password in a connection string, a payload)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith(("unrecognized arguments", "ambiguous option")):
+            message = message.split(":", 1)[0] + " (not shown)"
+        else:
+            message = _REFUSED_VALUE.sub(r"\1the value given", message)
+        self.print_usage(sys.stderr)
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tool-checkpoint",
         description=DESCRIPTION,
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    where = argparse.ArgumentParser(add_help=False)
+    where = _Parser(add_help=False)
     places = where.add_argument_group("where the records are (default: the store's own)")
     places.add_argument("--schema", help="PostgreSQL: the table's schema (public)")
     places.add_argument("--table", help="PostgreSQL: the table (tec_checkpoint)")
@@ -997,8 +1013,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return _exit_for(error)
-    except OSError as error:
-        print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
+    except OSError as error:  # its text names the file: the reason alone is shown
+        reason = error.strerror or type(error).__name__
+        print(f"tool-checkpoint: a file could not be read: {reason}", file=sys.stderr)
         return Exit.USAGE
     sys.stdout.write(spec(args.format))
     return Exit.OK
