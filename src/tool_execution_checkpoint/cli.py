@@ -263,10 +263,8 @@ def open_store(url: str, **location: str) -> Any:
         known = False
     if not known:
         if url_scheme(url) is None and ":" not in url:
-            # A plain file path is echoed as the URL to write; anything else (a libpq
-            # connection string, with its password) never is.
-            path = url if _PLAIN_PATH.fullmatch(url) else "PATH"
-            raise _UsageError(f"{_NOT_A_URL} (a SQLite file here: sqlite:{path})")
+            # Never echoed: it may be a libpq connection string, with its password.
+            raise _UsageError(f"{_NOT_A_URL} (for a SQLite file: sqlite:PATH)")
         raise _UsageError(_NOT_A_URL)
     for name in location:
         if takes is not None and name not in takes:
@@ -282,7 +280,6 @@ _NOT_A_URL = (
 )
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_PLAIN_PATH = re.compile(r"[\w./~-]{1,200}")
 
 
 _UNREADABLE: Any = object()
@@ -290,6 +287,15 @@ _UNREADABLE: Any = object()
 MAX_INPUT_BYTES = TABLE.limits.ceiling_max_payload_bytes + 1024 * 1024
 """The most a file or stdin given to the command line may hold: the payload ceiling and
 1 MiB for the record around it."""
+
+
+def _openable(path: str) -> bool:
+    """Whether ``path`` can name a file here: no NUL, nothing the file system's encoding
+    refuses (a lone surrogate)."""
+    try:
+        return b"\x00" not in os.fsencode(path)
+    except UnicodeEncodeError:
+        return False
 
 
 def _read_input(what: str, source: str | None) -> bytes:
@@ -303,6 +309,8 @@ def _read_input(what: str, source: str | None) -> bytes:
         else:
             data = sys.stdin.read(MAX_INPUT_BYTES + 1).encode("utf-8", "surrogateescape")
     else:
+        if not _openable(str(source)):
+            raise _UsageError(f"{what} is not a path this system can open")
         with Path(str(source)).open("rb") as file:
             data = file.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:

@@ -243,6 +243,15 @@ def _check_busy_timeout(value: object) -> float:
     return float(value)
 
 
+def _unencodable(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (no file system path can)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _database_path(path: object) -> Path:
     """The absolute path of the database file, refusing what names no durable file."""
     if not isinstance(path, str | os.PathLike):
@@ -250,8 +259,10 @@ def _database_path(path: object) -> Path:
     raw = os.fspath(path)
     if not isinstance(raw, str):
         raise SQLiteConfigurationError("the database path must be text, not bytes")
-    if "\x00" in raw:
-        raise SQLiteConfigurationError("the database path holds a NUL character")
+    if "\x00" in raw or _unencodable(raw):
+        raise SQLiteConfigurationError(
+            "the database path holds a NUL character or a lone surrogate"
+        )
     if raw in ("", ":memory:") or raw.startswith("file::memory:"):
         raise SQLiteConfigurationError(
             "an in-memory SQLite database is neither durable nor shared between"
