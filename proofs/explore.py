@@ -117,7 +117,9 @@ class Violation(AssertionError):
     """A broken invariant, with the trace that reached it."""
 
 
-PROTOCOL = HostProtocol(BINDING, clock=lambda: NOW)
+PROTOCOL = HostProtocol(BINDING, clock=lambda: NOW, write_budget=0.1, monotonic=lambda: 0.0)
+"""A budget of three read-backs of a held write, two of them after a pause, on a clock
+that does not move: the machine's own count ends them, so states stay finite."""
 
 
 def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State, bool]:
@@ -194,7 +196,7 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
         yield f"{name} {Send.REFUSED.value}", state, Raised(ConnectionRefusedError())
         yield f"{name} {Send.ARRIVED.value}", arrived, Raised(TimeoutError())
         yield f"{name} {Send.LOST.value}", state, Raised(TimeoutError())
-    else:  # Sleep: the explorer's protocol never waits
+    else:  # Sleep: a pause before a read-back, over at once (the clock does not move)
         yield f"{name} waits", state, None
 
 

@@ -174,7 +174,7 @@ def test_a_write_that_did_not_land_is_decided_again(swap: int) -> None:
 
 def test_a_failed_record_of_a_sent_delivery_needs_delivery_reconciliation() -> None:
     store, tool, inbox = FlakyStore(before={2, 3, 4, 5, 6}), Tool(), Inbox()
-    outcome = run_once(store, BINDING, tool, inbox)
+    outcome = run_once(store, BINDING, tool, inbox, write_budget=0)
     assert outcome.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
     assert inbox.received == [tool.result]
     assert run_once(store, BINDING, tool, inbox).status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
@@ -659,11 +659,12 @@ class SwapsFailFrom(MemoryStore):
 
 
 def test_a_delivery_that_cannot_be_recorded_says_whether_it_was_sent() -> None:
-    sent = run_once(SwapsFailFrom(Status.DELIVERING, Status.DELIVERED), BINDING, Tool(), Inbox())
+    stuck = SwapsFailFrom(Status.DELIVERING, Status.DELIVERED)
+    sent = run_once(stuck, BINDING, Tool(), Inbox(), write_budget=0.1)
     assert sent.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
     assert sent.reason == "sent, but it could not be recorded"
     store = SwapsFailFrom(Status.DELIVERING, Status.COMPLETED)
-    not_sent = run_once(store, BINDING, Tool(), Inbox(failures=1))
+    not_sent = run_once(store, BINDING, Tool(), Inbox(failures=1), write_budget=0.1)
     assert not_sent.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
     assert not_sent.reason == "not sent, and not released"
 
@@ -672,7 +673,18 @@ BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
     ({"binding": "call-1"}, "INVALID_ARGUMENT: binding: must be a Binding"),
     ({"tool": None}, "INVALID_ARGUMENT: tool: must be callable"),
     ({"deliver": "inbox"}, "INVALID_ARGUMENT: deliver: must be callable"),
-    ({"wait_seconds": -1}, "INVALID_ARGUMENT: wait_seconds: must be a number of seconds >= 0"),
+    (
+        {"wait_seconds": -1},
+        "INVALID_ARGUMENT: wait_seconds: must be a number of seconds from 0 to 1e6",
+    ),
+    (
+        {"write_budget": float("inf")},
+        "INVALID_ARGUMENT: write_budget: must be a number of seconds from 0 to 1e6",
+    ),
+    (
+        {"write_budget": float("nan")},
+        "INVALID_ARGUMENT: write_budget: must be a number of seconds from 0 to 1e6",
+    ),
     (
         {"wait_seconds": 1, "poll_seconds": 0},
         "INVALID_ARGUMENT: poll_seconds: must be > 0 when wait_seconds is",
@@ -1197,10 +1209,10 @@ def test_the_machine_reports_a_release_with_its_reason() -> None:
 def test_a_release_that_cannot_be_recorded_needs_reconciliation() -> None:
     store = SwapsFailFrom(Status.EXECUTING, Status.RELEASED)
     with pytest.raises(ToolDidNotRun):
-        run_once(store, BINDING, Tool(error=ToolDidNotRun()), Inbox())
+        run_once(store, BINDING, Tool(error=ToolDidNotRun()), Inbox(), write_budget=0.1)
     store.failing = False
     assert (store.get(checkpoint_key(BINDING)) or {})["status"] == "executing"
-    outcome = HostProtocol(BINDING)
+    outcome = HostProtocol(BINDING, write_budget=0)
     request: Any
     request, state = outcome.start("b" * 32)
     answers = iter([True, Raised(ToolDidNotRun()), StoreFault(), StoreFault()] + [StoreFault()] * 6)
@@ -1238,10 +1250,12 @@ def test_an_awaitable_without_close_is_refused_as_not_run() -> None:
 
 
 def test_a_result_or_a_mark_that_cannot_be_recorded_says_so() -> None:
-    stuck = run_once(SwapsFailFrom(Status.EXECUTING, Status.DELIVERING), BINDING, Tool(), Inbox())
+    failing = SwapsFailFrom(Status.EXECUTING, Status.DELIVERING)
+    stuck = run_once(failing, BINDING, Tool(), Inbox(), write_budget=0.1)
     assert stuck.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert stuck.reason == "the tool ran but its result could not be stored"
     unknown = Tool(error=ToolOutcomeUnknown("the gateway timed out"))
-    doubt = run_once(SwapsFailFrom(Status.EXECUTING, Status.UNCERTAIN), BINDING, unknown, Inbox())
+    failing = SwapsFailFrom(Status.EXECUTING, Status.UNCERTAIN)
+    doubt = run_once(failing, BINDING, unknown, Inbox(), write_budget=0.1)
     assert doubt.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert doubt.reason == "the gateway timed out"

@@ -30,6 +30,7 @@ from tool_execution_checkpoint import (
     mark_execution_uncertain,
 )
 from tool_execution_checkpoint.runner import (
+    OVERTAKEN,
     RETRIES,
     ROUNDS,
     CallState,
@@ -49,6 +50,7 @@ from tool_execution_checkpoint.runner import (
     ToolDidNotRun,
     ToolOutcomeUnknown,
     _store_operation,
+    held_retries,
     run_once,
     run_once_async,
 )
@@ -73,20 +75,22 @@ REQUEST_OF: dict[Phase, type] = {
     Phase.LOAD: Get,
     Phase.CONFIRM: Get,
     Phase.WAIT: Sleep,
+    Phase.PAUSE: Sleep,
     Phase.RUN: RunTool,
     Phase.SEND: Deliver,
     Phase.DONE: RunOutcome,
 } | dict.fromkeys(SWAPS, Swap)
 
 
-def check_state(request: object, state: CallState) -> None:
+def check_state(request: object, state: CallState, retries: int = RETRIES) -> None:
     """What every state of the machine keeps, whatever the answers were."""
     assert isinstance(request, REQUEST_OF[state.phase]), (state.phase, request)
-    awaits_write = state.phase in SWAPS | {Phase.CREATE, Phase.CONFIRM}
+    reading_back = state.phase in {Phase.CONFIRM, Phase.PAUSE}
+    awaits_write = reading_back or state.phase in SWAPS | {Phase.CREATE}
     assert (state.pending is not None) == awaits_write, state.phase
-    assert (state.writing is not None) == (state.phase is Phase.CONFIRM), state.phase
+    assert (state.writing is not None) == reading_back, state.phase
     assert state.writing in SWAPS | {Phase.CREATE, None}
-    assert 0 <= state.retries <= RETRIES
+    assert 0 <= state.retries <= retries
     assert type(state.reraise) is bool
     if isinstance(request, RunOutcome):
         assert state.reason == request.reason
@@ -118,10 +122,11 @@ class Script:
         return None
 
     def run(self, protocol: HostProtocol | None = None, token: str = TOKEN) -> RunOutcome:
-        protocol = protocol or HostProtocol(BINDING)
+        protocol = protocol or HostProtocol(BINDING, write_budget=0)
+        bound = held_retries(protocol.write_budget)
         request: Any
         request, state = protocol.start(token)
-        check_state(request, state)
+        check_state(request, state, bound)
         while not isinstance(request, RunOutcome):
             self.requests.append(request)
             reply = self.replies.get(len(self.requests))
@@ -130,7 +135,7 @@ class Script:
             else:
                 answer = reply(self.store, request)
             request, state = protocol.step(state, answer)
-            check_state(request, state)
+            check_state(request, state, bound)
         self.state = state
         return request
 
@@ -274,7 +279,7 @@ def test_every_state_keeps_the_machines_invariants_under_faults() -> None:
         script = Script(replies=replies, tool=constant(tool), sent=constant(sent))
         outcomes.add(script.run().status)
         # then a second call recovers from whatever the first one left
-        waits = HostProtocol(BINDING, polls=1, poll_seconds=0.1)
+        waits = HostProtocol(BINDING, polls=1, poll_seconds=0.1, write_budget=0)
         outcomes.add(Script(store=script.store).run(waits, token=OTHER).status)
     for replies in pairs_of_faults():
         outcomes.add(Script(replies=replies).run().status)
@@ -306,7 +311,7 @@ def test_the_invariant_check_catches_a_state_that_keeps_a_stale_write() -> None:
 @pytest.mark.parametrize(("polls", "gets"), [(0, ROUNDS), (2, ROUNDS + 2)])
 def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, gets: int) -> None:
     replies: dict[int, Answer] = {1: refused} | dict.fromkeys(range(2, 20), fault)
-    protocol = HostProtocol(BINDING, polls=polls, poll_seconds=0.1)
+    protocol = HostProtocol(BINDING, polls=polls, poll_seconds=0.1, write_budget=0)
     script = Script(replies=replies)
     outcome = script.run(protocol)
     assert (outcome.status, outcome.reason) == (
@@ -318,7 +323,7 @@ def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, ge
 
 def test_a_create_of_unknown_outcome_is_read_back_retries_times() -> None:
     script = Script(replies=dict.fromkeys(range(1, 20), fault))
-    outcome = script.run(HostProtocol(BINDING, polls=2, poll_seconds=0.1))
+    outcome = script.run(HostProtocol(BINDING, polls=2, poll_seconds=0.1, write_budget=0))
     assert (outcome.status, outcome.reason) == (
         RunStatus.STORE_UNAVAILABLE,
         "could not tell whether the claim landed",
@@ -330,7 +335,7 @@ def test_a_create_of_unknown_outcome_is_read_back_retries_times() -> None:
 @pytest.mark.parametrize(("polls", "creates"), [(0, ROUNDS), (2, ROUNDS + 2)])
 def test_a_record_that_never_appears_is_created_once_per_round(polls: int, creates: int) -> None:
     script = Script(replies={n: answers(n % 2 == 0 and None) for n in range(1, 20)})
-    outcome = script.run(HostProtocol(BINDING, polls=polls, poll_seconds=0.1))
+    outcome = script.run(HostProtocol(BINDING, polls=polls, poll_seconds=0.1, write_budget=0))
     assert (outcome.status, outcome.reason) == (
         RunStatus.STORE_UNAVAILABLE,
         "no record could be made",
@@ -412,7 +417,7 @@ def test_a_create_another_workers_create_beat_decides_on_what_is_stored() -> Non
     assert not outcome.ran_tool
     assert script.kinds == "CG"
     waits = Script(replies={1: other_creates(then=refused)})
-    waited = waits.run(HostProtocol(BINDING, polls=1, poll_seconds=0.1))
+    waited = waits.run(HostProtocol(BINDING, polls=1, poll_seconds=0.1, write_budget=0))
     assert waited.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert waits.kinds == "CGZG"
 
@@ -447,18 +452,19 @@ def test_an_own_claim_an_operator_moved_is_not_another_workers() -> None:
     assert not outcome.ran_tool
 
 
-def test_a_call_whose_result_an_operator_overtook_is_not_lost() -> None:
+def test_a_call_an_operator_marked_uncertain_while_its_tool_ran_stores_its_result() -> None:
     script = Script()
     script.replies = {3: first(operator_marks, then=refused)}
     outcome = script.run()
-    assert (outcome.status, outcome.reason) == (
-        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
-        "operator",
-    )
+    assert (outcome.status, outcome.reason) == (RunStatus.EXECUTED_AND_DELIVERED, None)
     assert outcome.ran_tool
+    assert outcome.unstored is None
+    assert outcome.payload == {"messageId": "m-1"}
     assert outcome.record is not None
-    assert outcome.record.status is Status.UNCERTAIN
-    assert script.kinds == "CTSG"  # decided on the record read back, not read again
+    assert outcome.record.execution is not None
+    assert outcome.record.execution.uncertain is not None
+    # stored over the mark it read back, under the same attempt id, with a new delivery id
+    assert script.kinds == "CTSGSDS"
 
 
 def test_a_delivery_another_worker_claimed_after_the_tool_ran_is_lost_to_it() -> None:
@@ -467,8 +473,10 @@ def test_a_delivery_another_worker_claimed_after_the_tool_ran_is_lost_to_it() ->
     script = Script()
     script.replies = {3: first(operator_completes, other_claims_delivery, then=refused)}
     outcome = script.run()
-    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
+    assert (outcome.status, outcome.reason) == (RunStatus.LOST_TO_ANOTHER_WORKER, OVERTAKEN)
     assert outcome.ran_tool
+    assert outcome.unstored is not None
+    assert outcome.unstored.payload == {"messageId": "m-1"}
     assert outcome.record is not None
     assert outcome.record.status is Status.DELIVERING
     assert script.kinds == "CTSG"

@@ -367,7 +367,10 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
         ONE_FENCE_ONE_GRANT,
     ),
     "a composed step with only its second part fenced": (
-        _set(f"{CHAIN}.composes", ["mark_execution_uncertain", "complete_execution"]),
+        _both(
+            _set(f"{CHAIN}.composes", ["mark_execution_uncertain", "complete_execution"]),
+            _set(f"{CHAIN}.from", ["executing"]),
+        ),
         ONE_FENCE_ONE_GRANT,
     ),
     "a composed step granting in its middle part": (

@@ -1826,8 +1826,13 @@ def test_complete_and_claim_delivery_is_complete_then_claim_in_one_write(
     assert step.next.result.payload == payload
 
 
-@pytest.mark.parametrize("status", [s for s in STATUSES if s is not Status.EXECUTING])
-def test_complete_and_claim_delivery_leaves_from_executing_only(status: Status) -> None:
+COMPLETES_FROM = (Status.EXECUTING, Status.UNCERTAIN)
+
+
+@pytest.mark.parametrize("status", [s for s in STATUSES if s not in COMPLETES_FROM])
+def test_complete_and_claim_delivery_leaves_from_executing_or_uncertain_only(
+    status: Status,
+) -> None:
     record = RECORDS[status]
     owner = record.execution.attempt_id if record.execution is not None else "attempt-1"
     error = assert_raises_code(
@@ -1840,6 +1845,21 @@ def test_complete_and_claim_delivery_leaves_from_executing_only(status: Status) 
         result=1,
     )
     assert error.field == "status"
+
+
+@pytest.mark.parametrize("status", COMPLETES_FROM)
+def test_the_owning_attempt_stores_its_exact_result_from_executing_or_uncertain(
+    status: Status,
+) -> None:
+    record = RECORDS[status]
+    assert record.execution is not None
+    step = tec.complete_and_claim_delivery(
+        record, attempt_id=record.execution.attempt_id, delivery_id="delivery-1", at=AT, result=7
+    )
+    assert step.next.status is Status.DELIVERING
+    assert step.next.result is not None
+    assert step.next.result.payload == 7
+    assert step.next.execution == record.execution  # the uncertainty stays on the record
 
 
 def test_complete_and_claim_delivery_is_fenced_by_the_attempt_id() -> None:

@@ -13,7 +13,11 @@ never runs the tool.
 What a call returns or raises:
 
 - The tool ran in this call: what it returned (the live value), or what it raised,
-  re-raised after its type was stored.
+  re-raised after its type was stored. Also when the store could not keep it within the
+  write budget: the effect happened, so the framework gets it; the record is left for
+  reconciliation and an ERROR line names its key.
+- The tool ran in this call but an operator stored a result first: that stored result,
+  the call's one answer (the outcome's reason says it was overtaken).
 - A result is stored: the stored result, rebuilt by the :class:`ResultCodec` (the same
   type as the tool's return annotation); a stored error raises :class:`ToolRaisedEarlier`.
 - No result to hand back: :class:`CallInFlight` (an attempt holds the claim: it may still
@@ -49,6 +53,7 @@ from .records import Binding
 from .runner import (
     DEFAULT_NOT_RUN,
     DEFAULT_NOT_SENT,
+    WRITE_BUDGET,
     RunOutcome,
     RunStatus,
     ToolOutcomeUnknown,
@@ -154,6 +159,8 @@ class ToolGuard:
         intent: The names of the arguments that identify the effect, as Powertools
             selects its key: a call whose other arguments differ (a reworded e-mail body)
             is the same call. None: every argument.
+        write_budget: How long the result's write is retried once the tool has run (see
+            :func:`~.runner.run_once`).
     """
 
     store: CheckpointStore | AsyncCheckpointStore
@@ -167,6 +174,7 @@ class ToolGuard:
     poll_seconds: float = 0.1
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
     intent: frozenset[str] | None = None
+    write_budget: float = WRITE_BUDGET
 
     def intent_of(self, arguments: Mapping[str, object]) -> Intent:
         """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
@@ -255,16 +263,18 @@ class ToolGuard:
             "wait_seconds": self.wait_seconds,
             "poll_seconds": self.poll_seconds,
             "max_payload_bytes": self.max_payload_bytes,
+            "write_budget": self.write_budget,
         }
 
     def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
-        live.answered = outcome.has_payload
-        if outcome.ran_tool and outcome.has_payload:
+        ran_here = outcome.unstored is not None
+        live.answered = outcome.has_payload or ran_here
+        if outcome.has_payload and (ran_here or not outcome.ran_tool):
+            return self._stored(outcome)  # stored before this call's, or over it
+        if outcome.has_payload or ran_here:  # this call's result, stored or not
             if live.error is not None:
                 raise live.error
             return live.value
-        if outcome.has_payload:
-            return self._stored(outcome)
         record = outcome.record
         if outcome.status is RunStatus.STORE_UNAVAILABLE:
             raise CallStoreUnavailable(outcome)
@@ -425,6 +435,7 @@ def checkpointed(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+    write_budget: float = WRITE_BUDGET,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard a tool so that it runs at most once per call id::
 
@@ -460,6 +471,7 @@ def checkpointed(
         wait_seconds: See :class:`ToolGuard`.
         poll_seconds: See :class:`ToolGuard`.
         max_payload_bytes: See :class:`ToolGuard`.
+        write_budget: See :class:`ToolGuard`.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating, for a generator function, an
@@ -499,6 +511,7 @@ def checkpointed(
             poll_seconds=poll_seconds,
             max_payload_bytes=max_payload_bytes,
             intent=None if intent is None else frozenset(intent),
+            write_budget=write_budget,
         )
         left_out = frozenset(exclude)
         declared = _declared_defaults(signature, left_out)

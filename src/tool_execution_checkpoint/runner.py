@@ -99,7 +99,43 @@ ROUNDS = 4
 answers store-unavailable."""
 
 RETRIES = 3
-"""How many times one call resends or reads back a write whose outcome it does not know."""
+"""How many times one call resends or reads back a write whose outcome it does not know,
+when it has no write budget (a claim's write always; a held write with ``write_budget=0``)."""
+
+WRITE_BUDGET = 30.0
+"""The default write budget, in seconds: how long a write over a claim the call holds (the
+result, an uncertain mark, a release, the delivered mark) keeps being read back and resent
+after its first failure. Long enough for a server restart or a failover of a few seconds."""
+
+OVERTAKEN = "overtaken: an operator settled the call while its tool ran"
+"""The reason of a call whose result was not stored because an operator stored another."""
+
+MAX_SECONDS = 1e6
+"""The longest wait, poll or write budget a call accepts, in seconds."""
+
+FIRST_PAUSE = 0.05
+"""The pause before the second read-back of a held write; each pause doubles, up to
+:data:`LONGEST_PAUSE`."""
+
+LONGEST_PAUSE = 1.0
+"""The longest pause between two read-backs of a held write."""
+
+
+def pause_before(retry: int) -> float:
+    """The pause before read-back number ``retry`` (the first, 1, comes at once)."""
+    return 0.0 if retry <= 1 else min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (retry - 2))
+
+
+def held_retries(budget: float) -> int:
+    """How many read-backs of a held write fit in ``budget`` seconds of pauses: the
+    machine's own bound, so a call ends even on a clock that does not move."""
+    if budget <= 0:
+        return RETRIES
+    retries, waited = 1, 0.0
+    while waited < budget:
+        retries += 1
+        waited += pause_before(retries)
+    return retries
 
 
 class RunStatus(enum.StrEnum):
@@ -145,12 +181,19 @@ class RunOutcome:
         reason: Why, where the status alone does not say it: the tool error's type, the
             error code of a result that could not be stored, the uncertainty's reason,
             the type of a send's failure. Never a payload or an exception's message.
+        unstored: The result the tool produced in this call when it is not the stored
+            one: it could not be stored within the write budget (status
+            needs-execution-reconciliation, the record left executing), or an operator
+            stored another first (reason :data:`OVERTAKEN`; the stored one is the call's
+            one answer). The effect happened, and this is what it returned. None
+            otherwise.
     """
 
     status: RunStatus
     ran_tool: bool
     record: Checkpoint | None
     reason: str | None = None
+    unstored: Result | None = None
 
     @property
     def has_payload(self) -> bool:
@@ -300,6 +343,7 @@ class Phase(enum.Enum):
     FINISH = "swap the delivery done"
     RELEASE = "swap the delivery released"
     CONFIRM = "read back a write of unknown outcome"
+    PAUSE = "wait before reading a held write back again"
     DONE = "finished"
 
     # Each step looks its phase up in the tables below: a member is its only instance,
@@ -318,7 +362,7 @@ class CallState(NamedTuple):
             land, or read it).
         pending: The write whose answer the call awaits: set in CREATE, in the phases
             that swap, and in CONFIRM (the write being read back); None in every other.
-        writing: The phase of the write being read back: set in CONFIRM only.
+        writing: The phase of the write being read back: set in CONFIRM and PAUSE only.
         claims: How many claim ids this call has made.
         ran: Whether the tool was called.
         lost: Whether a claim of this call did not land.
@@ -327,6 +371,9 @@ class CallState(NamedTuple):
         polls: Waits for a call in flight so far.
         reason: The reason the outcome will carry.
         reraise: Whether the driver re-raises what the tool or the delivery raised.
+        deadline: When a held write's read-backs stop (on the protocol's monotonic
+            clock), set at its first failure; None before.
+        unstored: The tool's result, once an operator stored another in its place.
     """
 
     phase: Phase
@@ -342,6 +389,8 @@ class CallState(NamedTuple):
     polls: int = 0
     reason: str | None = None
     reraise: bool = False
+    deadline: float | None = None
+    unstored: Result | None = None
 
     def claim_id(self) -> str:
         """The id of the claim this call makes next."""
@@ -388,6 +437,11 @@ class HostProtocol:
         polls: How many times a call that finds the record executing under another
             attempt waits and reads again (0: it answers at once).
         poll_seconds: How long each wait is.
+        write_budget: How long, in seconds from its first failure, a write over a claim
+            this call holds is read back and resent, with a pause before each read-back
+            after the first (:func:`pause_before`); 0: read back :data:`RETRIES` times
+            at once.
+        monotonic: The clock the write budget is measured on.
     """
 
     binding: Binding
@@ -399,6 +453,8 @@ class HostProtocol:
     polls: int = 0
     poll_seconds: float = 0.0
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
+    write_budget: float = WRITE_BUDGET
+    monotonic: Callable[[], float] = time.monotonic
 
     def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``. (The phase
@@ -498,18 +554,35 @@ class HostProtocol:
     ) -> Step:
         """Swap ``transition``; its answer goes to ``phase``'s handler. A resend keeps the
         write's count of resends and read-backs; any other write starts it afresh."""
-        retries = state.retries if resend else 0
-        return Swap(transition), state._replace(phase=phase, pending=transition, retries=retries)
+        if resend:
+            return Swap(transition), state._replace(phase=phase, pending=transition)
+        state = state._replace(phase=phase, pending=transition, retries=0, deadline=None)
+        return Swap(transition), state
 
     def confirm(self, state: CallState) -> Step:
-        """Read back the pending write, unless this call has read back too often."""
-        writing = state.phase if state.phase is not Phase.CONFIRM else state.writing
+        """Read back the pending write, unless this call has read back too often: a claim
+        :data:`RETRIES` times at once, a held write until the write budget is spent."""
+        writing = state.writing if state.phase in _READING_BACK else state.phase
         assert writing is not None
-        if state.retries >= RETRIES:
+        retry = state.retries + 1
+        held = writing in RESENDABLE and self.write_budget > 0
+        if not held:
+            if retry > RETRIES:
+                return self._then(UNSETTLED, writing)(state._replace(phase=writing))  # finishes
+            return Get(), state._replace(phase=Phase.CONFIRM, writing=writing, retries=retry)
+        now = self.monotonic()
+        deadline = now + self.write_budget if state.deadline is None else state.deadline
+        if retry > held_retries(self.write_budget) or (retry > 1 and now >= deadline):
             return self._then(UNSETTLED, writing)(state._replace(phase=writing))  # finishes
-        return Get(), state._replace(
-            phase=Phase.CONFIRM, writing=writing, retries=state.retries + 1
-        )
+        state = state._replace(writing=writing, retries=retry, deadline=deadline)
+        if retry == 1:
+            return Get(), state._replace(phase=Phase.CONFIRM)
+        pause = min(pause_before(retry), deadline - now)
+        return Sleep(pause), state._replace(phase=Phase.PAUSE)
+
+    def after_pause(self, state: CallState, answer: Any) -> Step:
+        del answer
+        return Get(), state._replace(phase=Phase.CONFIRM)
 
     def _then(self, table: Mapping[Phase, str], phase: Phase) -> Callable[..., Step]:
         method: Callable[..., Step] = getattr(self, table[phase])
@@ -637,15 +710,44 @@ class HostProtocol:
         )
 
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
-        # Only an operator moves a claim this call holds: go by what it did.
+        """Only an operator moves a claim this call holds. Marked uncertain while the tool
+        ran, the claim is still this attempt's: its exact result is stored over the mark.
+        Otherwise the call goes by what the operator did, and a result it stored instead
+        of this call's is the one answer: this call's is kept as ``unstored``."""
+        assert state.pending is not None
+        ours = state.pending.next.result
+        assert ours is not None
+        execution = stored.execution if stored is not None else None
+        if (
+            stored is not None
+            and stored.status is Status.UNCERTAIN
+            and execution is not None
+            and state.owns(execution.attempt_id)
+        ):
+            done = complete_and_claim_delivery(
+                stored,
+                attempt_id=execution.attempt_id,
+                delivery_id=state.claim_id(),
+                at=self.clock(),
+                result=ours.payload,
+                max_payload_bytes=self.max_payload_bytes,
+            )
+            state = state._replace(record=stored, claims=state.claims + 1)
+            return self.write(state, Phase.STORE, done)
+        theirs = stored.result if stored is not None else None
+        kept = theirs is not None and theirs.payload_json == ours.payload_json
+        if not kept:
+            state = state._replace(unstored=ours, reason=OVERTAKEN)
         state = state._replace(pending=None)
         return self.decide(state, stored) if stored is not None else self.load(state)
 
     def store_unsettled(self, state: CallState) -> Step:
+        assert state.pending is not None
         return self.finish(
             state,
             RunStatus.NEEDS_EXECUTION_RECONCILIATION,
             "the tool ran but its result could not be stored",
+            unstored=state.pending.next.result,
         )
 
     def marked(self, state: CallState) -> Step:
@@ -722,15 +824,28 @@ class HostProtocol:
 
     # --- the end ------------------------------------------------------------------------
 
-    def finish(self, state: CallState, status: RunStatus, reason: str | None = None) -> Step:
+    def finish(
+        self,
+        state: CallState,
+        status: RunStatus,
+        reason: str | None = None,
+        *,
+        unstored: Result | None = None,
+    ) -> Step:
         """End the call: nothing is left pending (so a finished state is one value)."""
-        outcome = RunOutcome(status, state.ran, state.record, reason)
+        unstored = unstored or state.unstored
+        if reason is None and unstored is not None:
+            reason = OVERTAKEN
+        outcome = RunOutcome(status, state.ran, state.record, reason, unstored)
         return outcome, state._replace(phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "the call is finished", field="state")
 
+
+_READING_BACK = frozenset({Phase.CONFIRM, Phase.PAUSE})
+"""The phases of a write being read back (``writing`` names the write)."""
 
 _UNSTORABLE = frozenset({ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXCEEDED})
 """The refusals of a result that mark the execution uncertain instead of being raised."""
@@ -750,6 +865,7 @@ HANDLERS: Mapping[Phase, str] = {
     Phase.FINISH: "after_write",
     Phase.RELEASE: "after_write",
     Phase.CONFIRM: "after_confirm",
+    Phase.PAUSE: "after_pause",
     Phase.DONE: "after_done",
 }
 """Which method takes the answer to a phase's request (by name, so that a subclass
@@ -811,13 +927,23 @@ def _protocol(
     max_payload_bytes: int,
     wait_seconds: float,
     poll_seconds: float,
+    write_budget: float,
 ) -> HostProtocol:
     if not isinstance(binding, Binding):
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
-    for name, seconds in (("wait_seconds", wait_seconds), ("poll_seconds", poll_seconds)):
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+    seconds_options = (
+        ("wait_seconds", wait_seconds),
+        ("poll_seconds", poll_seconds),
+        ("write_budget", write_budget),
+    )
+    for name, seconds in seconds_options:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds <= MAX_SECONDS
+        ):
             raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT, "must be a number of seconds >= 0", field=name
+                ErrorCode.INVALID_ARGUMENT, "must be a number of seconds from 0 to 1e6", field=name
             )
     if wait_seconds and not poll_seconds:
         raise CheckpointError(
@@ -834,6 +960,7 @@ def _protocol(
         polls,
         float(poll_seconds),
         tuple(not_run),
+        float(write_budget),
     )
 
 
@@ -884,9 +1011,25 @@ class _Call:
     def outcome(self) -> RunOutcome:
         """The finished call's outcome; re-raises what the machine says to re-raise."""
         assert isinstance(self.request, RunOutcome)
+        if self.request.unstored is not None:
+            self.logger.error(
+                "%s: key=%s (the tool's own result is not the one stored)",
+                self.request.reason,
+                self.key,
+            )
         if self.state.reraise and self.caught is not None:
             raise self.caught
         return self.request
+
+    def abandoned(self) -> None:
+        """The driver is leaving mid-call (cancelled, or a read it could not take): say so
+        at ERROR if what it leaves unstored is the tool's result."""
+        if Phase.STORE in (self.state.phase, self.state.writing):
+            self.logger.error(
+                "the tool ran but its result was not stored before the call ended: "
+                "key=%s is left executing for reconciliation",
+                self.key,
+            )
 
 
 _CALLS: Final = (RunTool, Deliver)
@@ -963,6 +1106,7 @@ def run_once(
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
+    write_budget: float = WRITE_BUDGET,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -996,6 +1140,12 @@ def run_once(
         wait_seconds: How long a call that finds another attempt executing waits for it
             to finish, reading every ``poll_seconds`` (default 0: answer at once).
         poll_seconds: See ``wait_seconds``.
+        write_budget: Seconds, from its first failure, that a write over a claim this
+            call holds (the result, an uncertain mark, a release, the delivered mark)
+            keeps being read back and resent, pausing 0.05 s doubling to 1 s between
+            read-backs (default 30). Once it is spent on the result, the record is left
+            executing, the outcome is needs-execution-reconciliation with the result in
+            :attr:`RunOutcome.unstored`, and one ERROR line names the store key.
         clock: Now, as an RFC 3339 string.
         new_id: A fresh random token per call; claim ids are ``token.N``.
         max_payload_bytes: The payload limit for every record of this call.
@@ -1024,11 +1174,27 @@ def run_once(
             max_payload_bytes=max_payload_bytes,
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
+            write_budget=write_budget,
         ),
         key,
         new_id(),
         logger,
     )
+    try:
+        _drive(call, store, tool, deliver)
+    except BaseException:
+        call.abandoned()
+        raise
+    return call.outcome()
+
+
+def _drive(
+    call: _Call,
+    store: CheckpointStore,
+    tool: Callable[[], Any],
+    deliver: Callable[[JSONValue], object],
+) -> None:
+    """Answer the call's requests until it has an outcome."""
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, _CALLS):
             try:
@@ -1046,7 +1212,6 @@ def run_once(
             except StoreError:
                 answer = StoreFault()
             call.answer(answer)
-    return call.outcome()
 
 
 def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
@@ -1090,6 +1255,7 @@ async def run_once_async(
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
+    write_budget: float = WRITE_BUDGET,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -1112,11 +1278,27 @@ async def run_once_async(
             max_payload_bytes=max_payload_bytes,
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
+            write_budget=write_budget,
         ),
         key,
         new_id(),
         logger,
     )
+    try:
+        await _drive_async(call, store, tool, deliver)
+    except BaseException:
+        call.abandoned()
+        raise
+    return call.outcome()
+
+
+async def _drive_async(
+    call: _Call,
+    store: AsyncCheckpointStore | CheckpointStore,
+    tool: Callable[[], Awaitable[Any] | Any],
+    deliver: Callable[[JSONValue], Awaitable[object] | object],
+) -> None:
+    """Answer the call's requests until it has an outcome, awaiting what is awaitable."""
     while not isinstance(request := call.request, RunOutcome):
         if isinstance(request, _CALLS):
             try:
@@ -1138,4 +1320,3 @@ async def run_once_async(
             except StoreError:
                 answer = StoreFault()
             call.answer(answer)
-    return call.outcome()

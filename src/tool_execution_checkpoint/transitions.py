@@ -902,13 +902,13 @@ def complete_and_claim_delivery(
     result: object,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> Transition:
-    """executing -> delivering in one swap: store ``result`` (the exact JSON payload, as
-    :func:`complete_execution` stores it) and claim its delivery for ``delivery_id``. Only
-    the owning attempt may. A won swap grants ``deliver``: send ``next.result.payload``,
-    then release or complete the delivery.
+    """executing or uncertain -> delivering in one swap: store ``result`` (the exact JSON
+    payload, as :func:`complete_execution` stores it) and claim its delivery for
+    ``delivery_id``. Only the owning attempt may. A won swap grants ``deliver``: send
+    ``next.result.payload``, then release or complete the delivery.
 
     Raises:
-        CheckpointError: INVALID_TRANSITION from any status but executing; FENCE_CONFLICT
+        CheckpointError: INVALID_TRANSITION from any other status; FENCE_CONFLICT
             for a foreign ``attempt_id``; PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED for a
             bad ``result``; INVALID_ARGUMENT for a bad ``attempt_id``, ``delivery_id``,
             ``at`` or ``max_payload_bytes``; every error of :func:`validate_checkpoint`.

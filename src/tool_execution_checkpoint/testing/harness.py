@@ -80,6 +80,14 @@ __all__ = [
 ]
 
 NOW = "2026-01-01T00:00:00Z"
+
+
+def _frozen() -> float:
+    """The monotonic clock of every host the harness runs: it does not move, so a held
+    write's read-backs end at the write budget's count (three, two after a pause)."""
+    return 0.0
+
+
 RECONCILED_NOT_RUN: JSONValue = {"error": "reconciled: the tool did not run"}
 
 
@@ -158,7 +166,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         for index in range(self.key_count):
             binding = Binding("harness", f"call-{index}", "tool", "1", f"sha256:{index}")
             self.truths.append(Truth(binding, checkpoint_key(binding)))
-            self.protocols.append(type(self).protocol(binding, clock=lambda: NOW))
+            self.protocols.append(
+                type(self).protocol(binding, clock=lambda: NOW, write_budget=0.1, monotonic=_frozen)
+            )
         self.workers = [Worker(f"w{index}") for index in range(self.worker_count)]
         self.history: list[tuple[int, Transition]] = []
         self.ids = itertools.count(1)
