@@ -56,6 +56,8 @@ proofs: $(STAMP)
 		--json proofs/results-explore-2.json
 	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 3 --depth 10 \
 		--json proofs/results-explore-3.json
+	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 2 --depth 12 --racing \
+		--json proofs/results-explore-racing.json
 	$(BIN)/python proofs/crosshair_check.py --timeout 60 --json proofs/results-crosshair.json
 	$(BIN)/pytest -q -p no:cacheprovider --hypothesis-profile=crosshair tests/test_validation.py \
 		-k "$(CROSSHAIR_BACKEND_TESTS)"

@@ -42,6 +42,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import icontract
 
@@ -111,15 +112,20 @@ class State:
     claimed: bool = False
     reconciled: str | None = None
     history: frozenset[tec.Transition] = frozenset()
+    answer: str | None = None
+    racing: bool = False
 
 
 class Violation(AssertionError):
     """A broken invariant, with the trace that reached it."""
 
 
-PROTOCOL = HostProtocol(BINDING, clock=lambda: NOW, write_budget=0.1, monotonic=lambda: 0.0)
-"""A budget of three read-backs of a held write, two of them after a pause, on a clock
-that does not move: the machine's own count ends them, so states stay finite."""
+OPTIONS: dict[str, Any] = {"clock": lambda: NOW, "write_budget": 0.1, "monotonic": lambda: 0.0}
+"""The explored hosts' options: a budget of three read-backs of a held write, two of them
+after a pause, on a clock that does not move (the machine's own count ends them, so states
+stay finite)."""
+
+PROTOCOL = HostProtocol(BINDING, **OPTIONS)
 
 
 def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State, bool]:
@@ -143,7 +149,10 @@ def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State,
         if any(attempt == owner for attempt, _ in state.executions):
             raise Violation("an execution whose tool ran was released")
         claimed = False
-    return replace(state, stored=stored, claimed=claimed), landed
+    answer = state.answer
+    if landed and answer is None and transition.next.result is not None:
+        answer = transition.next.result.payload_json  # the call's one answer, from now on
+    return replace(state, stored=stored, claimed=claimed, answer=answer), landed
 
 
 def _set(state: State, index: int, worker: Worker) -> State:
@@ -234,8 +243,12 @@ def _check_outcome(state: State, call: CallState, outcome: RunOutcome) -> None:
     if lost and record is not None and call.owns(claim_id(record)):
         raise Violation("a call reported its own claim as another worker's")
     result = record.result if record is not None else None
-    if outcome.has_payload and result is not None and result.payload_json != _produced(state):
-        raise Violation("an outcome carried another payload than the one produced")
+    if outcome.has_payload and result is not None and result.payload_json != state.answer:
+        raise Violation("an outcome carried another payload than the call's one answer")
+    if outcome.unstored is not None:
+        mine = [text for attempt, text in state.executions if call.owns(attempt)]
+        if mine != [outcome.unstored.payload_json]:
+            raise Violation("an outcome's unstored result is not what its tool produced")
 
 
 def _produced(state: State) -> str | None:
@@ -258,10 +271,10 @@ def _operator_moves(state: State) -> Iterator[tuple[str, State]]:
     ):
         after, _ = _write(state, tec.prune_result(stored, at=NOW), Write.LANDS)
         yield "operator prunes the payload", after
-    if action not in (Action.RECONCILE_EXECUTION, Action.RECONCILE_DELIVERY) or _claim_is_live(
-        state, stored
-    ):
+    if action not in (Action.RECONCILE_EXECUTION, Action.RECONCILE_DELIVERY):
         return
+    if not state.racing and _claim_is_live(state, stored):
+        return  # the operator waits until the owner is gone (the CLI's minimum age)
     if stored.delivery is not None:
         owner = stored.delivery.delivery_id
         # The operator asks the provider's history: it confirms what arrived and
@@ -332,14 +345,17 @@ def _fenced_refuse_intruders(stored: tec.Checkpoint) -> None:
 
 
 def check(state: State) -> None:
-    """Raise Violation if ``state`` breaks an invariant."""
+    """Raise Violation if ``state`` breaks an invariant. With operators racing live
+    workers, a payload may be the operator's instead of the execution's and a delivery
+    the operator released may arrive twice; one answer per call holds either way."""
     if len(state.executions) > 1:
         raise Violation(f"the tool ran {len(state.executions)} times")
-    produced = _produced(state)
     for _, delivered in state.deliveries:
-        if delivered != produced:
-            raise Violation("a delivery carried another payload than the one produced")
-    if len(state.deliveries) > 1:
+        if delivered != state.answer:
+            raise Violation("a delivery carried another payload than the call's one answer")
+    if not state.racing and state.answer is not None and state.answer != _produced(state):
+        raise Violation("the stored payload is not the one the execution produced")
+    if not state.racing and len(state.deliveries) > 1:
         raise Violation(f"the payload arrived {len(state.deliveries)} times")
     stored = state.stored
     if stored is None:
@@ -348,12 +364,9 @@ def check(state: State) -> None:
         raise Violation("the stored record does not survive its persisted form")
     if state.claimed and tec.decide_checkpoint(stored, BINDING).action is Action.EXECUTE:
         raise Violation("decide says execute for a record that was claimed")
-    if (
-        stored.result is not None
-        and stored.result.pruned_at is None
-        and stored.result.payload_json != produced
-    ):
-        raise Violation("the stored payload is not the one the execution produced")
+    result = stored.result
+    if result is not None and result.pruned_at is None and result.payload_json != state.answer:
+        raise Violation("the stored payload changed: the call has two answers")
     _fenced_refuse_intruders(stored)
 
 
@@ -370,10 +383,13 @@ class Report:
     trace: tuple[str, ...] = ()
 
 
-def explore(workers: int, depth: int, protocol: HostProtocol = PROTOCOL) -> Report:
+def explore(
+    workers: int, depth: int, protocol: HostProtocol = PROTOCOL, *, racing: bool = False
+) -> Report:
     """Breadth-first search of every state within ``depth`` moves of the start, the
-    workers running ``protocol`` (the runner's own unless a test passes a broken one)."""
-    start = State(stored=None, workers=tuple(Worker() for _ in range(workers)))
+    workers running ``protocol`` (the runner's own unless a test passes a broken one).
+    ``racing``: the operator also acts on claims whose worker is still going."""
+    start = State(stored=None, workers=tuple(Worker() for _ in range(workers)), racing=racing)
     parents: dict[State, tuple[State | None, str]] = {start: (None, "start")}
     frontier: deque[tuple[State, int]] = deque([(start, 0)])
     moves = 0
@@ -428,8 +444,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--depth", type=int, default=14)
     parser.add_argument("--json", help="write the report to this file")
+    parser.add_argument(
+        "--racing", action="store_true", help="let the operator act on live workers' claims"
+    )
     args = parser.parse_args(argv)
-    report = explore(args.workers, args.depth)
+    report = explore(args.workers, args.depth, racing=args.racing)
     print(
         f"workers={report.workers} depth={report.depth} states={report.states}"
         f" moves={report.transitions} seconds={report.seconds:.1f}"

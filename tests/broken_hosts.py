@@ -76,3 +76,12 @@ class ReleasesAfterAnEffect(HostProtocol):
     tool acted included: the claim is released and the next call runs the tool again."""
 
     not_run: tuple[type[BaseException], ...] = (Exception,)
+
+
+class SendsItsOwnOvertakenResult(HostProtocol):
+    """Sends its own result when an operator stored another first: a call with two
+    answers (only an operator racing a live worker shows it)."""
+
+    def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        del stored  # the bug: its own result's write is taken as landed
+        return self.delivery_claimed(state)

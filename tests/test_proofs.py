@@ -21,13 +21,14 @@ from broken_hosts import (
     ReleasesUnknownDeliveries,
     ReportsOwnClaimAsLost,
     RerunsOnReconcile,
+    SendsItsOwnOvertakenResult,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "proofs"))
 
 from crosshair_check import Verdict, check, classify  # noqa: E402
-from explore import BINDING, NOW, explore  # noqa: E402
+from explore import BINDING, OPTIONS, explore  # noqa: E402
 
 TRANSITIONS = "transitions.py"
 
@@ -176,10 +177,25 @@ BROKEN_HOSTS = {
 @pytest.mark.parametrize("bug", sorted(BROKEN_HOSTS))
 def test_the_explorer_catches_a_seeded_runner_bug(bug: str) -> None:
     host, message = BROKEN_HOSTS[bug]
-    report = explore(workers=2, depth=11, protocol=host(BINDING, clock=lambda: NOW))
+    report = explore(workers=2, depth=11, protocol=host(BINDING, **OPTIONS))
     assert report.violation is not None
     assert message in report.violation
     assert report.trace[1].startswith("w0 creates executing@1")
+
+
+def test_the_explorer_finds_one_answer_per_call_with_operators_racing_live_workers() -> None:
+    report = explore(workers=2, depth=9, racing=True)
+    assert report.violation is None, report.trace
+    assert report.states > 100_000
+
+
+def test_the_racing_explorer_catches_a_call_with_two_answers() -> None:
+    host = SendsItsOwnOvertakenResult(BINDING, **OPTIONS)
+    assert explore(workers=2, depth=9, protocol=host).violation is None  # operators wait
+    report = explore(workers=2, depth=9, protocol=host, racing=True)
+    assert report.violation is not None
+    assert "another payload than the call's one answer" in report.violation
+    assert any(label.startswith("operator completes") for label in report.trace)
 
 
 @pytest.mark.parametrize("invariant", sorted(CROSSHAIR_CATCHES))

@@ -181,9 +181,9 @@ class RunOutcome:
         reason: Why, where the status alone does not say it: the tool error's type, the
             error code of a result that could not be stored, the uncertainty's reason,
             the type of a send's failure. Never a payload or an exception's message.
-        unstored: The result the tool produced in this call when it is not the stored
-            one: it could not be stored within the write budget (status
-            needs-execution-reconciliation, the record left executing), or an operator
+        unstored: The result the tool produced in this call when it is not known to be
+            the stored one: its write's outcome was still unknown when the write budget
+            was spent (status needs-execution-reconciliation), or an operator
             stored another first (reason :data:`OVERTAKEN`; the stored one is the call's
             one answer). The effect happened, and this is what it returned. None
             otherwise.
@@ -1013,7 +1013,7 @@ class _Call:
         assert isinstance(self.request, RunOutcome)
         if self.request.unstored is not None:
             self.logger.error(
-                "%s: key=%s (the tool's own result is not the one stored)",
+                "%s: key=%s",
                 self.request.reason,
                 self.key,
             )
