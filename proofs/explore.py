@@ -51,9 +51,12 @@ from tool_execution_checkpoint.runner import (
     CallState,
     Create,
     Deliver,
+    Found,
     Get,
     HostProtocol,
+    NotThere,
     Raised,
+    Reconcile,
     Request,
     Returned,
     RunOutcome,
@@ -120,7 +123,12 @@ class Violation(AssertionError):
     """A broken invariant, with the trace that reached it."""
 
 
-OPTIONS: dict[str, Any] = {"clock": lambda: NOW, "write_budget": 0.1, "monotonic": lambda: 0.0}
+OPTIONS: dict[str, Any] = {
+    "clock": lambda: NOW,
+    "write_budget": 0.1,
+    "monotonic": lambda: 0.0,
+    "reconciles": True,
+}
 """The explored hosts' options: a budget of three read-backs of a held write, two of them
 after a pause, on a clock that does not move (the machine's own count ends them, so states
 stay finite)."""
@@ -205,8 +213,28 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
         yield f"{name} {Send.REFUSED.value}", state, Raised(ConnectionRefusedError())
         yield f"{name} {Send.ARRIVED.value}", arrived, Raised(TimeoutError())
         yield f"{name} {Send.LOST.value}", state, Raised(TimeoutError())
+    elif isinstance(request, Reconcile):
+        yield from _hook_answers(state, name, request.record)
     else:  # Sleep: a pause before a read-back, over at once (the clock does not move)
         yield f"{name} waits", state, None
+
+
+def _hook_answers(
+    state: State, name: str, record: tec.Checkpoint
+) -> Iterator[tuple[str, State, object]]:
+    """What a reconcile hook may answer about ``record``'s claim: it can always fail to
+    tell; it looks the effect up only once the claim's worker is gone, unless racing."""
+    yield f"{name} asks the reconcile hook (cannot tell)", state, None
+    if not state.racing and _claim_is_live(state, record):
+        return
+    assert record.execution is not None
+    owner = record.execution.attempt_id
+    ran = [text for attempt, text in state.executions if attempt == owner]
+    if ran:
+        yield f"{name} asks the reconcile hook (found)", state, Found(json.loads(ran[0]))
+    else:
+        settled = replace(state, reconciled=NOT_RUN)
+        yield f"{name} asks the reconcile hook (not there)", settled, NotThere(json.loads(NOT_RUN))
 
 
 def _describe_write(transition: tec.Transition) -> str:

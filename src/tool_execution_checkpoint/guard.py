@@ -54,8 +54,12 @@ from .runner import (
     DEFAULT_NOT_RUN,
     DEFAULT_NOT_SENT,
     WRITE_BUDGET,
+    Found,
+    NotThere,
+    ReconcileHook,
     RunOutcome,
     RunStatus,
+    StuckCall,
     ToolOutcomeUnknown,
     run_once,
     run_once_async,
@@ -161,6 +165,10 @@ class ToolGuard:
             is the same call. None: every argument.
         write_budget: How long the result's write is retried once the tool has run (see
             :func:`~.runner.run_once`).
+        reconcile: A hook asked about a call whose claim another attempt holds (see
+            :func:`~.runner.run_once`); its :class:`~.runner.Found` and
+            :class:`~.runner.NotThere` carry a value of the tool's return type, stored
+            and handed back as the tool's result. A plain function, also for async tools.
     """
 
     store: CheckpointStore | AsyncCheckpointStore
@@ -175,6 +183,7 @@ class ToolGuard:
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
     intent: frozenset[str] | None = None
     write_budget: float = WRITE_BUDGET
+    reconcile: ReconcileHook | None = None
 
     def intent_of(self, arguments: Mapping[str, object]) -> Intent:
         """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
@@ -264,7 +273,19 @@ class ToolGuard:
             "poll_seconds": self.poll_seconds,
             "max_payload_bytes": self.max_payload_bytes,
             "write_budget": self.write_budget,
+            "reconcile": None if self.reconcile is None else self._reconcile,
         }
+
+    def _reconcile(self, stuck: StuckCall) -> Found | NotThere | None:
+        """The hook's answer, its value stored as the tool's result would be."""
+        assert self.reconcile is not None
+        answer = self.reconcile(stuck)
+        if inspect.iscoroutine(answer):
+            answer.close()
+            raise TypeError("the guard's reconcile hook must be a plain function")
+        if isinstance(answer, Found | NotThere):
+            return type(answer)({_RETURNED: self.codec.encode(answer.payload)})
+        return answer
 
     def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
         ran_here = outcome.unstored is not None
@@ -436,6 +457,7 @@ def checkpointed(
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     write_budget: float = WRITE_BUDGET,
+    reconcile: ReconcileHook | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard a tool so that it runs at most once per call id::
 
@@ -472,6 +494,7 @@ def checkpointed(
         poll_seconds: See :class:`ToolGuard`.
         max_payload_bytes: See :class:`ToolGuard`.
         write_budget: See :class:`ToolGuard`.
+        reconcile: See :class:`ToolGuard`.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating, for a generator function, an
@@ -512,6 +535,7 @@ def checkpointed(
             max_payload_bytes=max_payload_bytes,
             intent=None if intent is None else frozenset(intent),
             write_budget=write_budget,
+            reconcile=reconcile,
         )
         left_out = frozenset(exclude)
         declared = _declared_defaults(signature, left_out)

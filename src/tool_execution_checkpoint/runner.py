@@ -47,6 +47,7 @@ from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Final, NamedTuple, TypeAlias, TypeGuard
 
 from .errors import CheckpointError, ErrorCode
+from .identity import idempotency_key_of
 from .records import Binding, Checkpoint, Result
 from .stores.core import AsyncCheckpointStore, CheckpointStore, StoreError, checkpoint_key
 from .table import TABLE, Action, Status
@@ -67,15 +68,25 @@ from .validation import JSONValue
 __all__ = [
     "DEFAULT_NOT_RUN",
     "DEFAULT_NOT_SENT",
+    "FIRST_PAUSE",
     "HANDLERS",
+    "LONGEST_PAUSE",
+    "OVERTAKEN",
+    "RETRIES",
+    "WRITE_BUDGET",
+    "AsyncReconcileHook",
     "CallState",
     "Create",
     "Deliver",
     "DeliveryNotSent",
+    "Found",
     "Get",
     "HostProtocol",
+    "NotThere",
     "Phase",
     "Raised",
+    "Reconcile",
+    "ReconcileHook",
     "Request",
     "Returned",
     "RunOutcome",
@@ -83,11 +94,14 @@ __all__ = [
     "RunTool",
     "Sleep",
     "StoreFault",
+    "StuckCall",
     "Swap",
     "ToolDidNotRun",
     "ToolOutcomeUnknown",
     "claim_id",
     "default_error_payload",
+    "held_retries",
+    "pause_before",
     "run_once",
     "run_once_async",
 ]
@@ -302,7 +316,15 @@ class Sleep:
     seconds: float
 
 
-Request: TypeAlias = Create | Get | Swap | RunTool | Deliver | Sleep
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    """Ask the host's reconcile hook about ``record``, a claim this call does not hold.
+    Answer: Found, NotThere, None (cannot tell) or Raised."""
+
+    record: Checkpoint
+
+
+Request: TypeAlias = Create | Get | Swap | RunTool | Deliver | Sleep | Reconcile
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +337,57 @@ class Returned:
     """The tool returned ``value``."""
 
     value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The reconcile hook found the effect: ``payload`` (a JSON value) is its result,
+    stored and delivered as the call's one answer."""
+
+    payload: object
+
+
+@dataclass(frozen=True, slots=True)
+class NotThere:
+    """The reconcile hook found no effect: ``payload`` (a JSON value) is the host's
+    declared answer for a call that did not happen (stored and delivered; the tool is
+    never run again)."""
+
+    payload: object
+
+
+@dataclass(frozen=True, slots=True)
+class StuckCall:
+    """What a reconcile hook is given: a call whose execution another attempt claimed
+    (executing or uncertain), found by this call.
+
+    Attributes:
+        key: The store key.
+        binding: The call's binding.
+        status: executing or uncertain.
+        claimed_at: When the claim was made, on its writer's clock: a hook that must not
+            act on a claim whose worker may still be running checks its age.
+        uncertain_reason: The uncertain mark's reason, or None.
+        idempotency_key: The call's downstream key (what
+            :func:`~.identity.current_idempotency_key` gave the tool): look the effect up
+            by it.
+    """
+
+    key: str
+    binding: Binding
+    status: Status
+    claimed_at: str
+    uncertain_reason: str | None
+    idempotency_key: str
+
+
+ReconcileHook: TypeAlias = Callable[[StuckCall], "Found | NotThere | None"]
+"""Looks a stuck call's effect up outside: Found, NotThere, or None (cannot tell)."""
+
+AsyncReconcileHook: TypeAlias = Callable[
+    [StuckCall], "Awaitable[Found | NotThere | None] | Found | NotThere | None"
+]
+"""The same, for :func:`run_once_async`: it may be async."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +416,8 @@ class Phase(enum.Enum):
     FINISH = "swap the delivery done"
     RELEASE = "swap the delivery released"
     CONFIRM = "read back a write of unknown outcome"
+    RECONCILE = "ask the reconcile hook about a claim this call does not hold"
+    SETTLE = "swap the hook's result and the delivery claim"
     PAUSE = "wait before reading a held write back again"
     DONE = "finished"
 
@@ -374,6 +449,7 @@ class CallState(NamedTuple):
         deadline: When a held write's read-backs stop (on the protocol's monotonic
             clock), set at its first failure; None before.
         unstored: The tool's result, once an operator stored another in its place.
+        asked: Whether the reconcile hook was asked.
     """
 
     phase: Phase
@@ -391,6 +467,7 @@ class CallState(NamedTuple):
     reraise: bool = False
     deadline: float | None = None
     unstored: Result | None = None
+    asked: bool = False
 
     def claim_id(self) -> str:
         """The id of the claim this call makes next."""
@@ -442,6 +519,9 @@ class HostProtocol:
             after the first (:func:`pause_before`); 0: read back :data:`RETRIES` times
             at once.
         monotonic: The clock the write budget is measured on.
+        reconciles: Whether a call that finds an execution claim it does not hold asks
+            the host's reconcile hook (a Reconcile request) before it answers
+            needs-execution-reconciliation.
     """
 
     binding: Binding
@@ -455,6 +535,7 @@ class HostProtocol:
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
     write_budget: float = WRITE_BUDGET
     monotonic: Callable[[], float] = time.monotonic
+    reconciles: bool = False
 
     def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``. (The phase
@@ -540,8 +621,34 @@ class HostProtocol:
             return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION)
         execution = record.execution
         assert execution is not None  # executing and uncertain records carry their execution
+        if self.reconciles and not state.asked and not state.owns(execution.attempt_id):
+            return Reconcile(record), state._replace(phase=Phase.RECONCILE, asked=True)
         reason = execution.uncertain.reason if execution.uncertain is not None else None
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, reason)
+
+    def after_reconcile(self, state: CallState, answer: Any) -> Step:
+        """Store what the hook found (or its declared answer for no effect) for the
+        claim's own attempt, with this call's delivery claim; or leave the record."""
+        record = state.record
+        assert record is not None
+        assert record.execution is not None
+        if isinstance(answer, Found | NotThere):
+            settle = complete_and_claim_delivery(
+                record,
+                attempt_id=record.execution.attempt_id,
+                delivery_id=state.claim_id(),
+                at=self.clock(),
+                result=answer.payload,
+                max_payload_bytes=self.max_payload_bytes,
+            )
+            verdict = "found" if isinstance(answer, Found) else "not there"
+            state = state._replace(claims=state.claims + 1, reason=f"reconciled: {verdict}")
+            return self.write(state, Phase.SETTLE, settle)
+        why = "the reconcile hook could not tell"
+        if isinstance(answer, Raised):
+            why = f"the reconcile hook raised {type(answer.error).__name__}"
+            state = state._replace(reraise=not isinstance(answer.error, Exception))
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, why)
 
     def after_wait(self, state: CallState, answer: Any) -> Step:
         del answer
@@ -866,6 +973,8 @@ HANDLERS: Mapping[Phase, str] = {
     Phase.RELEASE: "after_write",
     Phase.CONFIRM: "after_confirm",
     Phase.PAUSE: "after_pause",
+    Phase.RECONCILE: "after_reconcile",
+    Phase.SETTLE: "after_write",
     Phase.DONE: "after_done",
 }
 """Which method takes the answer to a phase's request (by name, so that a subclass
@@ -878,6 +987,7 @@ LANDED: Mapping[Phase, str] = {
     Phase.MARK: "marked",
     Phase.GIVE_UP: "gave_up",
     Phase.CLAIM_DELIVERY: "delivery_claimed",
+    Phase.SETTLE: "delivery_claimed",
     Phase.FINISH: "delivered",
     Phase.RELEASE: "released",
 }
@@ -890,6 +1000,7 @@ NOT_LANDED: Mapping[Phase, str] = {
     Phase.MARK: "mark_not_landed",
     Phase.GIVE_UP: "give_up_not_landed",
     Phase.CLAIM_DELIVERY: "delivery_not_landed",
+    Phase.SETTLE: "delivery_not_landed",
     Phase.FINISH: "finish_not_landed",
     Phase.RELEASE: "finish_not_landed",
 }
@@ -903,6 +1014,7 @@ UNSETTLED: Mapping[Phase, str] = {
     Phase.MARK: "mark_unsettled",
     Phase.GIVE_UP: "give_up_unsettled",
     Phase.CLAIM_DELIVERY: "claim_unsettled",
+    Phase.SETTLE: "claim_unsettled",
     Phase.FINISH: "finish_unsettled",
     Phase.RELEASE: "finish_unsettled",
 }
@@ -928,6 +1040,7 @@ def _protocol(
     wait_seconds: float,
     poll_seconds: float,
     write_budget: float,
+    reconciles: bool,
 ) -> HostProtocol:
     if not isinstance(binding, Binding):
         raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be a Binding", field="binding")
@@ -961,6 +1074,7 @@ def _protocol(
         float(poll_seconds),
         tuple(not_run),
         float(write_budget),
+        reconciles=reconciles,
     )
 
 
@@ -1020,6 +1134,20 @@ class _Call:
         if self.state.reraise and self.caught is not None:
             raise self.caught
         return self.request
+
+    def stuck(self, record: Checkpoint) -> StuckCall:
+        """What the reconcile hook is told about ``record``."""
+        execution = record.execution
+        assert execution is not None
+        binding = self.protocol.binding
+        return StuckCall(
+            self.key,
+            binding,
+            record.status,
+            execution.claimed_at,
+            execution.uncertain.reason if execution.uncertain is not None else None,
+            idempotency_key_of(binding.namespace, binding.call_id),
+        )
 
     def abandoned(self) -> None:
         """The driver is leaving mid-call (cancelled, or a read it could not take): say so
@@ -1107,6 +1235,7 @@ def run_once(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     write_budget: float = WRITE_BUDGET,
+    reconcile: ReconcileHook | None = None,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -1146,6 +1275,17 @@ def run_once(
             read-backs (default 30). Once it is spent on the result, the record is left
             executing, the outcome is needs-execution-reconciliation with the result in
             :attr:`RunOutcome.unstored`, and one ERROR line names the store key.
+        reconcile: Asked, once per call, about an execution claim the call finds held by
+            another attempt (executing or uncertain, left by this host or another),
+            with a :class:`StuckCall`. It looks the effect up outside (by
+            ``idempotency_key``) and answers :class:`Found` (its payload is stored for
+            the claim's attempt and delivered: reason ``reconciled: found``),
+            :class:`NotThere` (the host's declared payload for a call that did not
+            happen, stored and delivered the same way: the tool never runs again), or
+            None: cannot tell (needs-execution-reconciliation, left for operators; so is
+            an exception from it). Only a hook that knows the claim's worker is gone may
+            answer: a live worker's result is then not the stored one (its outcome says
+            overtaken).
         clock: Now, as an RFC 3339 string.
         new_id: A fresh random token per call; claim ids are ``token.N``.
         max_payload_bytes: The payload limit for every record of this call.
@@ -1175,13 +1315,14 @@ def run_once(
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
             write_budget=write_budget,
+            reconciles=reconcile is not None,
         ),
         key,
         new_id(),
         logger,
     )
     try:
-        _drive(call, store, tool, deliver)
+        _drive(call, store, tool, deliver, reconcile)
     except BaseException:
         call.abandoned()
         raise
@@ -1193,10 +1334,19 @@ def _drive(
     store: CheckpointStore,
     tool: Callable[[], Any],
     deliver: Callable[[JSONValue], object],
+    reconcile: ReconcileHook | None,
 ) -> None:
     """Answer the call's requests until it has an outcome."""
     while not isinstance(request := call.request, RunOutcome):
-        if isinstance(request, _CALLS):
+        if isinstance(request, Reconcile):
+            assert reconcile is not None  # asked only when there is a hook
+            try:
+                found = reconcile(call.stuck(request.record))
+            except BaseException as error:  # every end of the hook is an answer
+                call.raised(error)
+            else:
+                call.answer(_hook_answer(found))
+        elif isinstance(request, _CALLS):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
             except BaseException as error:  # every end of the tool or the send is an answer
@@ -1212,6 +1362,13 @@ def _drive(
             except StoreError:
                 answer = StoreFault()
             call.answer(answer)
+
+
+def _hook_answer(value: object) -> Any:
+    """What the reconcile hook returned, as the machine's answer."""
+    if value is None or isinstance(value, Found | NotThere):
+        return value
+    return Raised(TypeError("the reconcile hook returned neither Found, NotThere nor None"))
 
 
 def _sync_answer(request: RunTool | Deliver, value: object) -> Any:
@@ -1256,6 +1413,7 @@ async def run_once_async(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     write_budget: float = WRITE_BUDGET,
+    reconcile: AsyncReconcileHook | None = None,
     clock: Callable[[], str] = _now,
     new_id: Callable[[], str] = _new_id,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
@@ -1279,13 +1437,14 @@ async def run_once_async(
             wait_seconds=wait_seconds,
             poll_seconds=poll_seconds,
             write_budget=write_budget,
+            reconciles=reconcile is not None,
         ),
         key,
         new_id(),
         logger,
     )
     try:
-        await _drive_async(call, store, tool, deliver)
+        await _drive_async(call, store, tool, deliver, reconcile)
     except BaseException:
         call.abandoned()
         raise
@@ -1297,10 +1456,21 @@ async def _drive_async(
     store: AsyncCheckpointStore | CheckpointStore,
     tool: Callable[[], Awaitable[Any] | Any],
     deliver: Callable[[JSONValue], Awaitable[object] | object],
+    reconcile: AsyncReconcileHook | None,
 ) -> None:
     """Answer the call's requests until it has an outcome, awaiting what is awaitable."""
     while not isinstance(request := call.request, RunOutcome):
-        if isinstance(request, _CALLS):
+        if isinstance(request, Reconcile):
+            assert reconcile is not None  # asked only when there is a hook
+            try:
+                found = reconcile(call.stuck(request.record))
+                if _awaitable(found):
+                    found = await found
+            except BaseException as error:  # every end of the hook is an answer
+                call.raised(error)
+            else:
+                call.answer(_hook_answer(found))
+        elif isinstance(request, _CALLS):
             try:
                 value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
                 if _awaitable(value):
