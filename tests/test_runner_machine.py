@@ -40,6 +40,7 @@ from tool_execution_checkpoint.runner import (
     HostProtocol,
     Phase,
     Raised,
+    Reconcile,
     Returned,
     RunOutcome,
     RunStatus,
@@ -69,9 +70,12 @@ SWAPS = {
     Phase.CLAIM_DELIVERY,
     Phase.FINISH,
     Phase.RELEASE,
+    Phase.SETTLE,
 }
 REQUEST_OF: dict[Phase, type] = {
     Phase.CREATE: Create,
+    Phase.RESTORE: Create,
+    Phase.RECONCILE: Reconcile,
     Phase.LOAD: Get,
     Phase.CONFIRM: Get,
     Phase.WAIT: Sleep,
@@ -86,10 +90,10 @@ def check_state(request: object, state: CallState, retries: int = RETRIES) -> No
     """What every state of the machine keeps, whatever the answers were."""
     assert isinstance(request, REQUEST_OF[state.phase]), (state.phase, request)
     reading_back = state.phase in {Phase.CONFIRM, Phase.PAUSE}
-    awaits_write = reading_back or state.phase in SWAPS | {Phase.CREATE}
+    awaits_write = reading_back or state.phase in SWAPS | {Phase.CREATE, Phase.RESTORE}
     assert (state.pending is not None) == awaits_write, state.phase
     assert (state.writing is not None) == reading_back, state.phase
-    assert state.writing in SWAPS | {Phase.CREATE, None}
+    assert state.writing in SWAPS | {Phase.CREATE, Phase.RESTORE, None}
     assert 0 <= state.retries <= retries
     assert type(state.reraise) is bool
     if isinstance(request, RunOutcome):

@@ -295,3 +295,60 @@ def test_the_guard_returns_the_live_result_when_the_budget_is_spent(
     with tool_call("c-1"), pytest.raises(CallNotAnswered):
         checkpointed(store, write_budget=0.2, name="charge")(charge)("4242")
     assert runs == ["4242"]
+
+
+# --- a record the store lost after the tool ran --------------------------------------------
+
+
+class Forgets(MemoryStore):
+    """Loses the record at the first write of a result (a failover to a replica that never
+    had it), then answers; with ``forget_again`` no record can be created after that."""
+
+    def __init__(self, *, forget_again: bool = False) -> None:
+        super().__init__()
+        self.forgotten, self.forget_again = 0, forget_again
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        if record.status is Status.DELIVERING and self.forgotten == 0:
+            self.forgotten += 1
+            self.delete(key)
+            raise StoreError("injected: failed over to a replica without the record")
+        return super().compare_and_swap(key, expected_revision, record)
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        if self.forgotten and self.forget_again:
+            raise StoreError("injected: still failing over")
+        return super().create_if_absent(key, record)
+
+    def delete(self, key: str) -> None:
+        raw = super().get(key)
+        assert raw is not None
+        self._texts.pop(key)
+        self._revisions.pop(key)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_record_lost_after_the_tool_ran_is_restored_with_its_result(driver: str) -> None:
+    store, tool, inbox = Forgets(), Counted(), list[Any]()
+    outcome = _run(driver, store, tool, inbox)
+    assert (outcome.status, outcome.reason) == (RunStatus.EXECUTED_AND_DELIVERED, None)
+    assert outcome.unstored is None
+    assert inbox == [RESULT]
+    assert tool.runs == 1
+    record = Checkpoint.from_dict(store.get(KEY) or {})
+    assert record.status is Status.DELIVERED
+    assert record.result is not None
+    assert record.result.payload == RESULT
+    assert record.execution is not None
+    assert outcome.record is not None
+    assert outcome.record.execution == record.execution  # the same attempt id, restored
+
+
+def test_a_record_that_cannot_be_restored_hands_the_result_back_and_never_reruns() -> None:
+    store, tool, inbox = Forgets(forget_again=True), Counted(), list[Any]()
+    outcome = _run("sync", store, tool, inbox, write_budget=0)
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.reason == "the record vanished after the tool ran"
+    assert outcome.unstored is not None
+    assert outcome.unstored.payload == RESULT
+    assert tool.runs == 1

@@ -124,6 +124,11 @@ after its first failure. Long enough for a server restart or a failover of a few
 OVERTAKEN = "overtaken: an operator settled the call while its tool ran"
 """The reason of a call whose result was not stored because an operator stored another."""
 
+VANISHED = "the record vanished after the tool ran"
+"""The reason of a call whose record the store lost (a failover to a replica that never had
+it) after its tool ran: it is created again, claimed by the same attempt, and the result
+stored over it; this is the reason when that could not be done."""
+
 MAX_SECONDS = 1e6
 """The longest wait, poll or write budget a call accepts, in seconds."""
 
@@ -417,6 +422,7 @@ class Phase(enum.Enum):
     RELEASE = "swap the delivery released"
     CONFIRM = "read back a write of unknown outcome"
     RECONCILE = "ask the reconcile hook about a claim this call does not hold"
+    RESTORE = "create again, claimed by this call, a record that vanished after the tool ran"
     SETTLE = "swap the hook's result and the delivery claim"
     PAUSE = "wait before reading a held write back again"
     DONE = "finished"
@@ -570,6 +576,10 @@ class HostProtocol:
     def after_load(self, state: CallState, answer: Any) -> Step:
         if isinstance(answer, StoreFault):
             return self.load(state._replace(rounds=state.rounds + 1))
+        if answer is None and state.ran:  # never run again: restore the record, or say so
+            if state.unstored is not None:
+                return self.restore(state._replace(rounds=state.rounds + 1))
+            return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, VANISHED)
         if answer is None:  # nothing stored: create it (again)
             if state.rounds + 1 >= ROUNDS + self.polls:
                 return self.finish(state, RunStatus.STORE_UNAVAILABLE, "no record could be made")
@@ -705,7 +715,10 @@ class HostProtocol:
         if stored == state.pending.next:
             return self._then(LANDED, state.writing)(writing)
         if stored is not None and stored == state.record and state.writing in RESENDABLE:
-            # still the record it was written over: the write did not land; send it again
+            # still the record it was written over: the write did not land; send it again,
+            # unless the write budget is spent
+            if state.deadline is not None and self.monotonic() >= state.deadline:
+                return self._then(UNSETTLED, state.writing)(writing._replace(phase=state.writing))
             return self.write(writing, state.writing, state.pending, resend=True)
         return self._then(NOT_LANDED, state.writing)(writing, stored)
 
@@ -843,10 +856,40 @@ class HostProtocol:
             return self.write(state, Phase.STORE, done)
         theirs = stored.result if stored is not None else None
         kept = theirs is not None and theirs.payload_json == ours.payload_json
+        if stored is None:
+            return self.restore(state._replace(pending=None, unstored=ours))
         if not kept:
             state = state._replace(unstored=ours, reason=OVERTAKEN)
-        state = state._replace(pending=None)
-        return self.decide(state, stored) if stored is not None else self.load(state)
+        return self.decide(state._replace(pending=None), stored)
+
+    def restore(self, state: CallState) -> Step:
+        """The record vanished after the tool ran: create it again, claimed by this call's
+        attempt, so that the result (``unstored``) is stored over it. Never run again."""
+        record = state.record
+        assert record is not None
+        assert record.execution is not None
+        if state.rounds >= ROUNDS + self.polls:
+            return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, VANISHED)
+        attempt = record.execution.attempt_id
+        creation = create_claimed(self.binding, attempt_id=attempt, at=self.clock())
+        state = state._replace(phase=Phase.RESTORE, pending=creation, reason=VANISHED)
+        return Create(creation.next), state._replace(retries=0, deadline=None)
+
+    def restored(self, state: CallState) -> Step:
+        assert state.pending is not None
+        assert state.unstored is not None
+        result = state.unstored.payload
+        state = state._replace(record=state.pending.next, pending=None, unstored=None)
+        return self.store_result(state, result, None)
+
+    def restore_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        state = state._replace(pending=None, rounds=state.rounds + 1)
+        if stored is None:
+            return self.restore(state)
+        return self.decide(state._replace(lost=True), stored)  # another's record took its place
+
+    def restore_unsettled(self, state: CallState) -> Step:
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, VANISHED)
 
     def store_unsettled(self, state: CallState) -> Step:
         assert state.pending is not None
@@ -942,7 +985,7 @@ class HostProtocol:
         """End the call: nothing is left pending (so a finished state is one value)."""
         unstored = unstored or state.unstored
         if reason is None and unstored is not None:
-            reason = OVERTAKEN
+            reason = state.reason  # OVERTAKEN or VANISHED, set where the result was refused
         outcome = RunOutcome(status, state.ran, state.record, reason, unstored)
         return outcome, state._replace(phase=Phase.DONE, reason=reason, pending=None, writing=None)
 
@@ -974,6 +1017,7 @@ HANDLERS: Mapping[Phase, str] = {
     Phase.CONFIRM: "after_confirm",
     Phase.PAUSE: "after_pause",
     Phase.RECONCILE: "after_reconcile",
+    Phase.RESTORE: "after_write",
     Phase.SETTLE: "after_write",
     Phase.DONE: "after_done",
 }
@@ -988,6 +1032,7 @@ LANDED: Mapping[Phase, str] = {
     Phase.GIVE_UP: "gave_up",
     Phase.CLAIM_DELIVERY: "delivery_claimed",
     Phase.SETTLE: "delivery_claimed",
+    Phase.RESTORE: "restored",
     Phase.FINISH: "delivered",
     Phase.RELEASE: "released",
 }
@@ -1001,6 +1046,7 @@ NOT_LANDED: Mapping[Phase, str] = {
     Phase.GIVE_UP: "give_up_not_landed",
     Phase.CLAIM_DELIVERY: "delivery_not_landed",
     Phase.SETTLE: "delivery_not_landed",
+    Phase.RESTORE: "restore_not_landed",
     Phase.FINISH: "finish_not_landed",
     Phase.RELEASE: "finish_not_landed",
 }
@@ -1015,6 +1061,7 @@ UNSETTLED: Mapping[Phase, str] = {
     Phase.GIVE_UP: "give_up_unsettled",
     Phase.CLAIM_DELIVERY: "claim_unsettled",
     Phase.SETTLE: "claim_unsettled",
+    Phase.RESTORE: "restore_unsettled",
     Phase.FINISH: "finish_unsettled",
     Phase.RELEASE: "finish_unsettled",
 }
