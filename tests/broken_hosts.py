@@ -10,6 +10,7 @@ from typing import Any
 from tool_execution_checkpoint import Checkpoint, Status
 from tool_execution_checkpoint.runner import (
     CallState,
+    Found,
     HostProtocol,
     Phase,
     RunStatus,
@@ -85,3 +86,13 @@ class SendsItsOwnOvertakenResult(HostProtocol):
     def store_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         del stored  # the bug: its own result's write is taken as landed
         return self.delivery_claimed(state)
+
+
+class RerunsUnlessFound(HostProtocol):
+    """Runs the tool again when the reconcile hook does not find the effect (a silent
+    rerun, where the hook only said it could not tell, or that nothing was found)."""
+
+    def after_reconcile(self, state: CallState, answer: Any) -> Step:
+        if isinstance(answer, Found):
+            return super().after_reconcile(state, answer)
+        return RunTool(), state._replace(phase=Phase.RUN, ran=True)  # the bug

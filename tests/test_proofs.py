@@ -21,6 +21,7 @@ from broken_hosts import (
     ReleasesUnknownDeliveries,
     ReportsOwnClaimAsLost,
     RerunsOnReconcile,
+    RerunsUnlessFound,
     SendsItsOwnOvertakenResult,
 )
 
@@ -171,6 +172,7 @@ BROKEN_HOSTS = {
         ReportsOwnClaimAsLost,
         "reported its own claim as another worker's",
     ),
+    "rerunning when the reconcile hook cannot tell": (RerunsUnlessFound, "the tool ran 2 times"),
 }
 
 
