@@ -173,6 +173,16 @@ class Binding(_Part):
         for name in self.JSON_NAMES:
             check_identifier(getattr(self, name), name, _ARGUMENT)
 
+    def __repr__(self) -> str:
+        """The tool's name, revision and fingerprint; of the namespace and the call id,
+        which an application may make of user data, only their lengths."""
+        return (
+            f"Binding(namespace=<{len(self.namespace)} chars>, "
+            f"call_id=<{len(self.call_id)} chars>, tool_name={self.tool_name!r}, "
+            f"tool_revision={self.tool_revision!r}, "
+            f"input_fingerprint={self.input_fingerprint!r})"
+        )
+
     def _json_text(self) -> str:
         return (
             f'{{"namespace":{_quote(self.namespace)},"callId":{_quote(self.call_id)},'
