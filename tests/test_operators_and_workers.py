@@ -22,11 +22,18 @@ from tool_execution_checkpoint import (
     Status,
     checkpoint_key,
     checkpointed,
+    complete_delivery,
     complete_execution,
     mark_execution_uncertain,
     tool_call,
 )
-from tool_execution_checkpoint.runner import OVERTAKEN, RunStatus, run_once, run_once_async
+from tool_execution_checkpoint.runner import (
+    CONFIRMED_NOT_SENT,
+    OVERTAKEN,
+    RunStatus,
+    run_once,
+    run_once_async,
+)
 
 BINDING = Binding("operators", "call-1", "charge_card", "1", "sha256:00")
 KEY = checkpoint_key(BINDING)
@@ -154,3 +161,23 @@ def test_the_guard_keeps_the_live_result_over_an_uncertain_mark() -> None:
         replay = charge("4242")
     assert first == replay == LIVE
     assert runs == ["4242"]
+
+
+def test_a_confirmed_delivery_whose_send_is_then_refused_is_named_with_its_payload() -> None:
+    store = MemoryStore()
+
+    def refuse_after_the_operator_confirmed(payload: Any) -> None:
+        assert payload == LIVE
+        record = _stored(store)
+        assert record.delivery is not None
+        step = complete_delivery(record, delivery_id=record.delivery.delivery_id, at=AT)
+        assert store.compare_and_swap(KEY, step.expected_revision, step.next)
+        raise ConnectionRefusedError("the provider refused the connection")
+
+    outcome = run_once(store, BINDING, lambda: LIVE, refuse_after_the_operator_confirmed)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+        CONFIRMED_NOT_SENT,
+    )
+    assert outcome.payload == LIVE  # the host can send it itself
+    assert _stored(store).status is Status.DELIVERED

@@ -129,6 +129,10 @@ VANISHED = "the record vanished after the tool ran"
 it) after its tool ran: it is created again, claimed by the same attempt, and the result
 stored over it; this is the reason when that could not be done."""
 
+CONFIRMED_NOT_SENT = "an operator confirmed this delivery, but its send was refused"
+"""The reason of a call whose refused send an operator had already confirmed: the record
+says delivered, the payload did not arrive (the outcome carries it)."""
+
 MAX_SECONDS = 1e6
 """The longest wait, poll or write budget a call accepts, in seconds."""
 
@@ -967,6 +971,15 @@ class HostProtocol:
             "the record moved under this call's delivery",
         )
 
+    def release_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        """Only an operator moves a delivery claim this call holds. One that confirmed a
+        send this call then found refused is named: the payload did not arrive, and the
+        outcome still carries it for the host to resend."""
+        if stored is None or stored.status is not Status.DELIVERED:
+            return self.finish_not_landed(state, stored)
+        state = state._replace(record=stored)
+        return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, CONFIRMED_NOT_SENT)
+
     def finish_unsettled(self, state: CallState) -> Step:
         sent = state.phase is Phase.FINISH
         why = "sent, but it could not be recorded" if sent else "not sent, and not released"
@@ -1048,7 +1061,7 @@ NOT_LANDED: Mapping[Phase, str] = {
     Phase.SETTLE: "delivery_not_landed",
     Phase.RESTORE: "restore_not_landed",
     Phase.FINISH: "finish_not_landed",
-    Phase.RELEASE: "finish_not_landed",
+    Phase.RELEASE: "release_not_landed",
 }
 """What a write's phase does once the write is known not to have landed (with the
 record read back, when it was read back)."""
