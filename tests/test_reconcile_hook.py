@@ -9,6 +9,7 @@ delivered; the tool never runs again. None, or an exception: left for operators.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -111,14 +112,20 @@ def test_not_there_delivers_the_declared_answer_and_never_reruns() -> None:
 
 
 @pytest.mark.parametrize(
-    ("hook", "reason"),
+    ("make_hook", "reason"),
     [
-        (Hook(None), "the reconcile hook could not tell"),
-        (Hook(error=ValueError("SECRET lookup failed")), "the reconcile hook raised ValueError"),
-        (Hook({"receipt": "a bare dict"}), "the reconcile hook raised TypeError"),
+        (lambda: Hook(None), "the reconcile hook could not tell"),
+        (
+            lambda: Hook(error=ValueError("SECRET lookup failed")),
+            "the reconcile hook raised ValueError",
+        ),
+        (lambda: Hook({"receipt": "a bare dict"}), "the reconcile hook raised TypeError"),
     ],
 )
-def test_a_hook_that_cannot_tell_leaves_the_record_for_operators(hook: Hook, reason: str) -> None:
+def test_a_hook_that_cannot_tell_leaves_the_record_for_operators(
+    make_hook: Callable[[], Hook], reason: str
+) -> None:
+    hook = make_hook()
     store, inbox = stuck_store(), list[Any]()
     before = store.get(KEY)
     outcome = run_once(store, BINDING, never_run, inbox.append, reconcile=hook)
