@@ -10,6 +10,7 @@ import json
 import os
 import struct
 import threading
+import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from tool_execution_checkpoint import Checkpoint, CheckpointError, ErrorCode, Status
 from tool_execution_checkpoint.stores import (
     BrokenRecord,
+    Listing,
     RecordSummary,
     check_create,
     check_key,
@@ -89,21 +91,35 @@ class TextDictStore:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
             summary = RecordSummary.of(key, Checkpoint.from_json(text, max_payload_bytes=CEILING))
-            bound = listing.updated_before_us
-            if summary.status in listing.statuses and (bound is None or summary.updated_us < bound):
+            if listing.admits(summary):
                 yield summary
+
+    # the operator's part: the host's clock, records written at their updatedAt ------------
+    def clock_us(self) -> int:
+        return time.time_ns() // 1_000
+
+    def written_us(self, key: str) -> int | None:
+        check_key(key)
+        with self._lock:
+            row = self._rows.get(self._slot(key))
+        if row is None:
+            return None
+        try:
+            return RecordSummary.of(key, decode_stored(row[1]).checkpoint).written_us
+        except CheckpointError:
+            return None
 
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
-        check_listing(statuses, updated_before_us, after_key, limit)
+        check_listing(statuses, written_before_us, after_key, limit)
         found: list[RecordSummary] = []
-        for summary in self._matches(statuses, updated_before_us, after_key):
+        for summary in self._matches(statuses, written_before_us, after_key):
             found.append(summary)
             if len(found) == limit:
                 break
@@ -171,15 +187,29 @@ class JsonFilesStore:
             self._write(key, record)
             return True
 
+    def clock_us(self) -> int:
+        return time.time_ns() // 1_000
+
+    def written_us(self, key: str) -> int | None:
+        check_key(key)
+        with self._locked():
+            row = self._read(key)
+        if row is None:
+            return None
+        try:
+            return RecordSummary.of(key, decode_stored(row["record"]).checkpoint).written_us
+        except CheckpointError:
+            return None
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        listing = check_listing(statuses, written_before_us, after_key, limit)
         with self._locked():
             rows = [json.loads(path.read_text("utf-8")) for path in self.directory.glob("*.json")]
         found: list[RecordSummary | BrokenRecord] = []
@@ -195,8 +225,7 @@ class JsonFilesStore:
                     break
                 continue
             summary = RecordSummary.of(key, record)
-            bound = listing.updated_before_us
-            if summary.status in listing.statuses and (bound is None or summary.updated_us < bound):
+            if listing.admits(summary):
                 found.append(summary)
                 if len(found) == limit:
                     break
@@ -279,17 +308,13 @@ class ScanThenFilterStore(TextDictStore):
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
         every = super().list_records(list(Status), after_key=after_key, limit=limit)
-        return [
-            row
-            for row in every
-            if row.status in statuses
-            and (updated_before_us is None or row.updated_us < updated_before_us)
-        ]
+        wanted = Listing(frozenset(statuses), written_before_us, None, limit)
+        return [row for row in every if wanted.admits(row)]
 
 
 class InclusiveCursorStore(TextDictStore):
@@ -299,13 +324,13 @@ class InclusiveCursorStore(TextDictStore):
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
         found: list[RecordSummary] = []
-        check_listing(statuses, updated_before_us, after_key, limit)
-        for summary in self._matches(statuses, updated_before_us, None):
+        check_listing(statuses, written_before_us, after_key, limit)
+        for summary in self._matches(statuses, written_before_us, None):
             if after_key is not None and summary.key < after_key:
                 continue
             found.append(summary)
@@ -315,43 +340,43 @@ class InclusiveCursorStore(TextDictStore):
 
 
 class _OwnListingArguments(TextDictStore):
-    """Reads the listing's age bound and limit its own way first; :meth:`_own` says how."""
+    """Reads the listing's time bound and limit its own way first; :meth:`_own` says how."""
 
-    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
+    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
         raise NotImplementedError
 
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
-        before, limit = self._own(updated_before_us, limit)
+        before, limit = self._own(written_before_us, limit)
         return super().list_records(
-            statuses, updated_before_us=before, after_key=after_key, limit=limit
+            statuses, written_before_us=before, after_key=after_key, limit=limit
         )
 
 
 class Int64BoundStore(_OwnListingArguments):
-    """Broken: an age bound outside a BIGINT is refused (as a driver refuses to bind it)
-    where the contract lists every record older than it, as MemoryStore does."""
+    """Broken: a time bound outside a BIGINT is refused (as a driver refuses to bind it)
+    where the contract lists every record written before it, as MemoryStore does."""
 
-    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
-        if type(updated_before_us) is int and not -(2**63) <= updated_before_us < 2**63:
+    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
+        if type(written_before_us) is int and not -(2**63) <= written_before_us < 2**63:
             raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT, "out of range", field="updated_before_us"
+                ErrorCode.INVALID_ARGUMENT, "out of range", field="written_before_us"
             )
-        return updated_before_us, limit
+        return written_before_us, limit
 
 
 class ZeroLimitStore(_OwnListingArguments):
     """Broken: a limit below 1 means "no limit" (as in SQL's LIMIT ALL habits) instead
     of being refused."""
 
-    def _own(self, updated_before_us: int | None, limit: int) -> tuple[int | None, int]:
-        return updated_before_us, 1_000 if type(limit) is int and limit < 1 else limit
+    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
+        return written_before_us, 1_000 if type(limit) is int and limit < 1 else limit
 
 
 # --- broken: refusals ------------------------------------------------------------------

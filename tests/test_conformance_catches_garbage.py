@@ -53,11 +53,11 @@ class DecodingStore(TextDictStore):
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        listing = check_listing(statuses, written_before_us, after_key, limit)
         found: list[RecordSummary | BrokenRecord] = []
         with self._lock:
             rows = sorted(self._rows.items())
@@ -70,10 +70,7 @@ class DecodingStore(TextDictStore):
                 )
             except CheckpointError as error:
                 line = BrokenRecord.of(key, error)
-            bound = listing.updated_before_us
-            if isinstance(line, BrokenRecord) or (
-                line.status in listing.statuses and (bound is None or line.updated_us < bound)
-            ):
+            if isinstance(line, BrokenRecord) or listing.admits(line):
                 found.append(line)
                 if len(found) == limit:
                     break

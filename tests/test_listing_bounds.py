@@ -1,6 +1,9 @@
 """Listing arguments and bounds are the same on every store: one shared check
 (``store.check_listing``) accepts and bounds them, so Memory, SQLite, PostgreSQL and Redis,
-sync and async, answer the same listing the same way, or refuse it the same way.
+sync and async, answer the same listing the same way, or refuse it the same way. The
+times bounds are compared with are each store's own (a server's clock for PostgreSQL and
+Redis, the records' updatedAt for Memory and SQLite): every store lists what its whole
+listing, the model's, says it must for each bound.
 
 ``list_records(updated_before_us=2**63)`` once returned every record on Memory and SQLite
 and raised on PostgreSQL.
@@ -27,11 +30,12 @@ from tool_execution_checkpoint import (
     claim_execution,
     create_checkpoint,
 )
+from tool_execution_checkpoint.stores import RecordSummary, check_listing
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
 from tool_execution_checkpoint.stores.redis import AsyncRedisStore, RedisStore
 from tool_execution_checkpoint.stores.sqlite import AsyncSQLiteStore, SQLiteStore
 from tool_execution_checkpoint.testing import SyncStoreAdapter
-from tool_execution_checkpoint.validation import timestamp_microseconds
+from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 
 TIMES = ["0001-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]
 KINDS = ["memory", "sqlite", "async-sqlite", "postgres", "async-postgres", "redis", "async-redis"]
@@ -83,26 +87,30 @@ def _populate(store: Any) -> None:
             assert store.compare_and_swap(key, claim.expected_revision, claim.next)
 
 
-EARLIEST, LATEST = timestamp_microseconds(TIMES[0]), timestamp_microseconds(TIMES[-1])
-ACCEPTED: list[dict[str, Any]] = [
-    {"updated_before_us": 2**63},
-    {"updated_before_us": 2**63 - 1},
-    {"updated_before_us": 2**200},
-    {"updated_before_us": -(2**63)},
-    {"updated_before_us": -(2**63) - 1},
-    {"updated_before_us": -(2**200)},
-    {"updated_before_us": EARLIEST},
-    {"updated_before_us": EARLIEST + 1},
-    {"updated_before_us": LATEST},
-    {"updated_before_us": LATEST + 1},
-    {"updated_before_us": 0},
-    {"limit": 2**63 - 1},
-    {"limit": 2**63},
-    {"limit": 2**200},
-    {"limit": 1},
-    {"limit": 2, "updated_before_us": 2**64},
-]
-ALL_OF_THEM = {"updated_before_us": 2**63, "limit": 2**64}
+def _accepted(earliest: int, latest: int) -> list[dict[str, Any]]:
+    """Bounds past 64 bits either way, and on and beside the earliest and the latest time
+    a record was written at."""
+    return [
+        {"written_before_us": 2**63},
+        {"written_before_us": 2**63 - 1},
+        {"written_before_us": 2**200},
+        {"written_before_us": -(2**63)},
+        {"written_before_us": -(2**63) - 1},
+        {"written_before_us": -(2**200)},
+        {"written_before_us": earliest},
+        {"written_before_us": earliest + 1},
+        {"written_before_us": latest},
+        {"written_before_us": latest + 1},
+        {"written_before_us": 0},
+        {"limit": 2**63 - 1},
+        {"limit": 2**63},
+        {"limit": 2**200},
+        {"limit": 1},
+        {"limit": 2, "written_before_us": 2**64},
+    ]
+
+
+ALL_OF_THEM = {"written_before_us": 2**63, "limit": 2**64}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -112,6 +120,9 @@ def test_every_store_answers_every_bound_as_the_memory_store(
     model, store = MemoryStore(), make(kind)
     _populate(model)
     _populate(store)
+    reference = check_whole_listing(store, model)
+    times = sorted(line.written_us for line in reference if isinstance(line, RecordSummary))
+    earliest, latest = times[0], times[-1]
     every: tuple[Any, ...] = (
         [],
         [Status.READY],
@@ -120,15 +131,21 @@ def test_every_store_answers_every_bound_as_the_memory_store(
         list(Status),
     )
     for statuses in every:
-        for arguments in ACCEPTED:
-            expected = model.list_records(statuses, **arguments)
-            assert store.list_records(statuses, **arguments) == expected, (statuses, arguments)
+        for arguments in _accepted(earliest, latest):
+            listing = check_listing(
+                statuses,
+                arguments.get("written_before_us"),
+                None,
+                arguments.get("limit", 1_000),
+            )
+            expected = timed(selected(reference, listing))
+            assert timed(store.list_records(statuses, **arguments)) == expected, arguments
     # What the bounds mean: past the top, every record; below the bottom, none.
     assert len(store.list_records(list(Status), **ALL_OF_THEM)) == 3
-    assert store.list_records(list(Status), updated_before_us=-(2**64)) == []
-    assert len(store.list_records(list(Status), updated_before_us=LATEST + 1)) == 3
-    assert len(store.list_records(list(Status), updated_before_us=LATEST)) == 2
-    assert store.list_records(list(Status), updated_before_us=EARLIEST) == []
+    assert store.list_records(list(Status), written_before_us=-(2**64)) == []
+    assert len(store.list_records(list(Status), written_before_us=latest + 1)) == 3
+    assert len(store.list_records(list(Status), written_before_us=latest)) == 2
+    assert store.list_records(list(Status), written_before_us=earliest) == []
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
@@ -137,10 +154,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"statuses": 7}, "statuses"),
     ({"statuses": (status for status in [Status.READY])}, "statuses"),  # not a collection
     ({"statuses": b"ready"}, "statuses"),
-    ({"updated_before_us": 1.5}, "updated_before_us"),
-    ({"updated_before_us": True}, "updated_before_us"),
-    ({"updated_before_us": "123456789"}, "updated_before_us"),
-    ({"updated_before_us": float("inf")}, "updated_before_us"),
+    ({"written_before_us": 1.5}, "written_before_us"),
+    ({"written_before_us": True}, "written_before_us"),
+    ({"written_before_us": "123456789"}, "written_before_us"),
+    ({"written_before_us": float("inf")}, "written_before_us"),
     ({"limit": 0}, "limit"),
     ({"limit": -(2**64)}, "limit"),
     ({"limit": True}, "limit"),

@@ -8,6 +8,8 @@ from tool_execution_checkpoint.testing import OperableStoreConformance
 
 
 class TestMemoryStore(OperableStoreConformance):
+    store_clock = False
+
     def make_store(self) -> MemoryStore:
         return MemoryStore()
 

@@ -1,5 +1,6 @@
 """Operator work: listing records by status and age, pruning delivered payloads, reading
-one record and settling a stuck call through the table's transitions."""
+one record and settling a stuck call through the table's transitions, never a claim
+younger than the minimum age on the store's clock."""
 
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ from tool_execution_checkpoint import (
     release_execution,
 )
 from tool_execution_checkpoint.operations import (
+    DEFAULT_MIN_AGE_US,
+    ClaimTooYoung,
     NoRecord,
     PruneReport,
     Reconciliation,
+    ReconciliationRefused,
     RevisionMoved,
     complete_stuck_execution,
     confirm_stuck_delivery,
@@ -41,9 +45,12 @@ from tool_execution_checkpoint.operations import (
     read_record,
     release_stuck_delivery,
 )
+from tool_execution_checkpoint.validation import timestamp_microseconds
 
 OLD, NEW, NOW = "2026-01-01T00:00:00Z", "2026-06-01T00:00:00Z", "2026-06-02T00:00:00Z"
 DAY_US = 86_400 * 1_000_000
+NOW_US = timestamp_microseconds(NOW)
+MINUTE_US = 60 * 1_000_000
 
 
 def _binding(index: int) -> Binding:
@@ -51,8 +58,9 @@ def _binding(index: int) -> Binding:
 
 
 def _filled() -> tuple[MemoryStore, dict[str, tuple[Status, str]]]:
-    """One record per status per age, stored under its key."""
-    store = MemoryStore()
+    """One record per status per age, stored under its key, in a store whose clock says
+    NOW (its records were written at their updatedAt: the host's clock)."""
+    store = MemoryStore(clock=lambda: NOW_US)
     placed: dict[str, tuple[Status, str]] = {}
     index = 0
     for status in Status:
@@ -74,7 +82,7 @@ def _filled() -> tuple[MemoryStore, dict[str, tuple[Status, str]]]:
 def test_list_records_filters_by_status_and_age_in_key_order() -> None:
     store, placed = _filled()
     cutoff = 1_780_000_000 * 1_000_000  # between OLD and NEW
-    rows = store.list_records([Status.EXECUTING, Status.DELIVERING], updated_before_us=cutoff)
+    rows = store.list_records([Status.EXECUTING, Status.DELIVERING], written_before_us=cutoff)
     expected = sorted(
         key
         for key, (status, stamp) in placed.items()
@@ -82,6 +90,7 @@ def test_list_records_filters_by_status_and_age_in_key_order() -> None:
     )
     assert [row.key for row in rows] == expected
     assert all(isinstance(row, RecordSummary) and row.updated_at == OLD for row in rows)
+    assert all(isinstance(row, RecordSummary) and row.written_us == row.updated_us for row in rows)
     everything = store.list_records(list(Status))
     assert [row.key for row in everything] == sorted(placed)
 
@@ -101,7 +110,7 @@ def test_prune_touches_only_old_delivered_records_and_leaves_tombstones() -> Non
     store, placed = _filled()
     before = {key: store.get(key) for key in placed}
     examined: list[int] = []
-    pruned = prune_delivered(
+    pruned = prune_delivered(  # a day before the store's clock: OLD is older, NEW is not
         store, retention_us=DAY_US, at=NOW, page_size=3, progress=examined.append
     )
     old_delivered = [k for k, (s, t) in placed.items() if s is Status.DELIVERED and t == OLD]
@@ -154,7 +163,7 @@ def test_prune_refuses_a_negative_retention() -> None:
         ({"statuses": [Status.READY], "limit": 0}, "limit"),
         ({"statuses": [Status.READY], "limit": -1}, "limit"),
         ({"statuses": [Status.READY], "limit": True}, "limit"),
-        ({"statuses": [Status.READY], "updated_before_us": 1.5}, "updated_before_us"),
+        ({"statuses": [Status.READY], "written_before_us": 1.5}, "written_before_us"),
         ({"statuses": [Status.READY], "after_key": 3}, "after_key"),
         ({"statuses": [Status.READY], "after_key": "\ud800"}, "after_key"),
     ],
@@ -388,6 +397,14 @@ class Unread(MemoryStore):
             "expected_revision",
         ),
         (confirm_stuck_delivery, {"key": ""}, ErrorCode.INVALID_ARGUMENT, "key"),
+        (confirm_stuck_delivery, {"min_age_us": -1}, ErrorCode.INVALID_ARGUMENT, "min_age_us"),
+        (
+            mark_stuck_uncertain,
+            {"reason": "r", "min_age_us": 1.5},
+            ErrorCode.INVALID_ARGUMENT,
+            "min_age_us",
+        ),
+        (release_stuck_delivery, {"min_age_us": True}, ErrorCode.INVALID_ARGUMENT, "min_age_us"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_store_is_read(
@@ -408,6 +425,7 @@ def test_no_refusal_or_repr_shows_the_payload_or_the_key() -> None:
         RevisionMoved(4, 5),
         RevisionMoved(4, None),
         NoRecord(),
+        ClaimTooYoung(42_000_000, DEFAULT_MIN_AGE_US),
     ):
         shown += [str(error), repr(error)]
     with pytest.raises(CheckpointError) as caught:
@@ -417,3 +435,132 @@ def test_no_refusal_or_repr_shows_the_payload_or_the_key() -> None:
         assert SECRET not in text
         assert STUCK_KEY not in text
         assert STUCK.call_id not in text
+
+
+# --- the minimum age: never overtake a worker that may still be running ---------------------
+
+CLAIMED_US = timestamp_microseconds(OLD)  # place_stuck writes every step at OLD
+
+
+def _clocked(status: Status, minutes_later: int) -> MemoryStore:
+    """STUCK's record in ``status``, in a store whose clock reads ``minutes_later``
+    minutes after the record's last write."""
+    store = MemoryStore(clock=lambda: CLAIMED_US + minutes_later * MINUTE_US)
+    place_stuck(store, status)
+    return store
+
+
+def test_the_default_minimum_age_is_fifteen_minutes() -> None:
+    assert DEFAULT_MIN_AGE_US == 15 * MINUTE_US
+
+
+@each_kind
+def test_a_claim_younger_than_the_minimum_age_is_refused_and_nothing_is_written(
+    kind: Kind,
+) -> None:
+    store = _clocked(kind.source, 5)
+    stored = store.get(STUCK_KEY)
+    revision = read_record(store, STUCK_KEY).revision
+    for dry_run in (False, True):
+        with pytest.raises(ClaimTooYoung) as caught:
+            kind.settle(
+                store, STUCK_KEY, expected_revision=revision, at=NOW, dry_run=dry_run, **kind.extra
+            )
+        assert (caught.value.age_us, caught.value.min_age_us) == (5 * MINUTE_US, DEFAULT_MIN_AGE_US)
+        assert isinstance(caught.value, ReconciliationRefused)
+        assert "300 s ago" in str(caught.value)
+        assert "minimum age of 900 s" in str(caught.value)
+        assert store.get(STUCK_KEY) == stored
+    with pytest.raises(ClaimTooYoung):  # a minimum of one's own
+        kind.settle(
+            store,
+            STUCK_KEY,
+            expected_revision=revision,
+            at=NOW,
+            min_age_us=6 * MINUTE_US,
+            **kind.extra,
+        )
+
+
+@each_kind
+def test_a_claim_older_than_the_minimum_age_is_settled(kind: Kind) -> None:
+    store = _clocked(kind.source, 16)
+    revision = read_record(store, STUCK_KEY).revision
+    done = kind.settle(store, STUCK_KEY, expected_revision=revision, at=NOW, **kind.extra)
+    assert done.written
+    assert done.after.status is kind.target
+
+
+@each_kind
+def test_a_minimum_age_of_zero_settles_a_young_claim_at_once(kind: Kind) -> None:
+    store = _clocked(kind.source, 0)
+    revision = read_record(store, STUCK_KEY).revision
+    done = kind.settle(
+        store, STUCK_KEY, expected_revision=revision, at=NOW, min_age_us=0, **kind.extra
+    )
+    assert done.written
+    assert done.after.status is kind.target
+
+
+class NotingStore(MemoryStore):
+    """A store that notes the time of each write on its own clock, as a server does."""
+
+    def __init__(self) -> None:
+        super().__init__(clock=lambda: self.now)
+        self.now = NOW_US
+        self.noted: dict[str, int] = {}
+
+    def create_if_absent(self, key: str, record: Any) -> bool:
+        self.noted.setdefault(key, self.now)
+        return super().create_if_absent(key, record)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
+        swapped = super().compare_and_swap(key, expected_revision, record)
+        if swapped:
+            self.noted[key] = self.now
+        return swapped
+
+    def written_us(self, key: str) -> int | None:
+        return self.noted.get(key)
+
+
+def test_the_age_is_the_stores_not_the_writers_or_the_operators() -> None:
+    """A worker whose clock lags five months claims now: its updatedAt says five months,
+    but the store (which notes each write's time on its own clock) says a minute; the
+    operator's own ``at``, a year on, changes nothing either."""
+    store = NotingStore()
+    place_stuck(store, Status.EXECUTING)  # stamped OLD: five months before the store's now
+    store.now += MINUTE_US
+    with pytest.raises(ClaimTooYoung) as caught:
+        mark_stuck_uncertain(
+            store, STUCK_KEY, expected_revision=2, reason="gone", at="2027-06-01T00:00:00Z"
+        )
+    assert caught.value.age_us == MINUTE_US
+    store.now += 15 * MINUTE_US
+    done = mark_stuck_uncertain(store, STUCK_KEY, expected_revision=2, reason="gone", at=NOW)
+    assert done.written
+
+
+class PlainStore:
+    """A CheckpointStore and no more: no clock_us, no written_us."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    def create_if_absent(self, key: str, record: Any) -> bool:
+        return self.inner.create_if_absent(key, record)
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
+        return self.inner.compare_and_swap(key, expected_revision, record)
+
+
+def test_a_store_without_a_clock_is_measured_by_the_records_time_against_at() -> None:
+    store = PlainStore()
+    place_stuck(store, Status.DELIVERING)
+    with pytest.raises(ClaimTooYoung):
+        confirm_stuck_delivery(store, STUCK_KEY, expected_revision=4, at="2026-01-01T00:05:00Z")
+    done = confirm_stuck_delivery(store, STUCK_KEY, expected_revision=4, at="2026-01-01T00:15:00Z")
+    assert done.written

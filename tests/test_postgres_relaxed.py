@@ -422,7 +422,7 @@ def test_a_relaxed_swap_is_one_statement_in_one_round_trip(
     assert relaxed == (set() if synchronous_delivered else {"complete", "prune", "stale"})
     for name in ("claim", "complete", "prune"):
         assert parses[name].startswith(' "" "UPDATE ')
-        assert "WHERE key = $5 AND revision = $6" in parses[name]
+        assert "WHERE key = $4 AND revision = $5" in parses[name]
 
 
 def test_a_relaxed_swap_is_still_a_compare_and_swap(quiet_server: PostgresServer) -> None:

@@ -61,7 +61,7 @@ from tool_execution_checkpoint import (
     release_delivery,
     release_execution,
 )
-from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary
+from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary, check_listing
 from tool_execution_checkpoint.stores.opening import open_store as open_any_store
 from tool_execution_checkpoint.stores.postgres import (
     LAYOUT_MARKER,
@@ -81,6 +81,7 @@ from tool_execution_checkpoint.testing import (
     active_profile,
 )
 from tool_execution_checkpoint.testing.conformance import leaks
+from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
 from tool_execution_checkpoint.transitions import Transition
 from tool_execution_checkpoint.validation import JSONValue, timestamp_microseconds
@@ -145,6 +146,8 @@ class TestPostgresStore(OperableStoreConformance):
     """The whole suite (plain checks, model-based harness with faults, 8 real threads) on
     a store that owns its pool, a fresh table per store."""
 
+    store_clock = True
+
     harness_examples = max(1, PROFILE_EXAMPLES // 4)
     url: str
     made: list[PostgresStore]
@@ -179,6 +182,8 @@ class TestPostgresStore(OperableStoreConformance):
 class TestPostgresStoreOnACallersPool(OperableStoreConformance):
     """The suite again on stores sharing a pool the caller owns (close leaves it open)."""
 
+    store_clock = True
+
     harness_examples = max(1, PROFILE_EXAMPLES // 6)
     pool: ConnectionPool[Any]
     made: list[PostgresStore]
@@ -208,6 +213,8 @@ class TestPostgresStoreOnACallersPool(OperableStoreConformance):
 
 class TestAsyncPostgresStore(OperableStoreConformance):
     """The suite on AsyncPostgresStore through the adapter (its own loop and thread)."""
+
+    store_clock = True
 
     harness_examples = max(1, PROFILE_EXAMPLES // 6)
     url: str
@@ -417,19 +424,19 @@ def test_list_records_agrees_with_memory_store(
     keys, statuses, stamps = population
     memory = MemoryStore()
     with PostgresStore(postgres_url, table=fresh_table(), max_size=1) as store:
-        moments = _populate([memory, store], keys, statuses, stamps)
+        _populate([memory, store], keys, statuses, stamps)
+        # The whole listing is the model's; a bounded one is held to it, by the times the
+        # server wrote the rows at (its clock, not the records' stamps).
+        reference = check_whole_listing(store, memory)
+        moments = [line.written_us for line in reference if isinstance(line, RecordSummary)]
         before = None if before_choice < 0 else moments[before_choice % len(moments)] + before_delta
         after = None
         if after_choice == -2:
             after = "a"  # not a stored key, between others
         elif after_choice >= 0:
             after = keys[after_choice % len(keys)]
-        arguments: dict[str, Any] = {
-            "updated_before_us": before,
-            "after_key": after,
-            "limit": limit,
-        }
-        assert store.list_records(wanted, **arguments) == memory.list_records(wanted, **arguments)
+        got = store.list_records(wanted, written_before_us=before, after_key=after, limit=limit)
+        assert timed(got) == timed(selected(reference, check_listing(wanted, before, after, limit)))
         # Paging through everything gives the same pages.
         every = list(Status)
         pages: list[list[Any]] = []
@@ -451,13 +458,16 @@ def test_async_list_records_agrees_with_memory_store(postgres_url: str) -> None:
     memory = MemoryStore()
     adapter = SyncStoreAdapter(AsyncPostgresStore(postgres_url, table=fresh_table()))
     try:
-        moments = _populate([memory, adapter], keys, statuses[: len(keys)], stamps)
+        _populate([memory, adapter], keys, statuses[: len(keys)], stamps)
+        reference = check_whole_listing(adapter, memory)
+        moment = sorted(line.written_us for line in reference if isinstance(line, RecordSummary))[2]
         inner = adapter.inner
         assert isinstance(inner, AsyncPostgresStore)
         for wanted in ([Status.READY], [Status.READY, Status.COMPLETED], list(Status), []):
-            for before in (None, moments[2], moments[2] + 1):
-                got = adapter.run(inner.list_records(wanted, updated_before_us=before, limit=3))
-                assert got == memory.list_records(wanted, updated_before_us=before, limit=3)
+            for before in (None, moment, moment + 1):
+                got = adapter.run(inner.list_records(wanted, written_before_us=before, limit=3))
+                expected = selected(reference, check_listing(wanted, before, None, 3))
+                assert timed(got) == timed(expected)
     finally:
         adapter.close()
 
@@ -470,7 +480,7 @@ def test_async_list_records_agrees_with_memory_store(postgres_url: str) -> None:
         {"statuses": [Status.READY], "limit": 0},
         {"statuses": [Status.READY], "limit": -1},
         {"statuses": [Status.READY], "limit": True},
-        {"statuses": [Status.READY], "updated_before_us": 1.5},
+        {"statuses": [Status.READY], "written_before_us": 1.5},
         {"statuses": [Status.READY], "after_key": ""},
         {"statuses": [Status.READY], "after_key": "a\x00b"},
     ],
@@ -503,9 +513,10 @@ def test_a_row_whose_status_column_is_no_status_is_listed_by_its_record(
     kind: str,
 ) -> None:
     """A status column holding no status once hid the row from every listing. Now it is
-    listed by its record's own status and time (never by its columns), and as a
-    BrokenRecord in every listing when its record is broken too; paging goes on past
-    both. The garbage statuses sort below, between and above the statuses."""
+    listed by its record's own status (never by its status column) and its updated_us (the
+    time of its write), and as a BrokenRecord in every listing when its record is broken
+    too; paging goes on past both. The garbage statuses sort below, between and above the
+    statuses."""
     inner: PostgresStore | AsyncPostgresStore
     if kind == "sync":
         inner = PostgresStore(postgres_url, table=fresh_table(), max_size=2)
@@ -548,12 +559,18 @@ def test_a_row_whose_status_column_is_no_status_is_listed_by_its_record(
             ("k2", "RecordSummary"),
             ("k3", "BrokenRecord"),
         ]
-        # By the record's time, not the column's (0): nothing sound is earlier than NOW.
-        now_us = timestamp_microseconds(NOW)
-        assert keys(store.list_records(list(Status), updated_before_us=now_us)) == [
+        # By the rows' updated_us (0: written behind the store's back at the epoch), not
+        # by the records' updatedAt; k5, written by the store, is written now.
+        assert keys(store.list_records(list(Status), written_before_us=0)) == [
             ("k3", "BrokenRecord")
         ]
-        assert len(store.list_records(list(Status), updated_before_us=now_us + 1)) == 6
+        assert [key for key, _ in keys(store.list_records(list(Status), written_before_us=1))] == [
+            "k1",
+            "k2",
+            "k3",
+            "k4",
+            "k6",
+        ]
         for limit in (1, 2, 3):
             pages: list[str] = []
             after: str | None = None
@@ -680,7 +697,7 @@ def test_each_operation_is_one_round_trip_with_no_begin_or_commit(
         assert _sent(messages) == ONE_STATEMENT * 12
         parses = [fields[3] for fields in messages if fields[0] == "F" and fields[2] == "Parse"]
         assert all(parse.startswith(' "" "UPDATE ') for parse in parses)  # unnamed statement
-        assert all("WHERE key = $5 AND revision = $6" in parse for parse in parses)
+        assert all("WHERE key = $4 AND revision = $5" in parse for parse in parses)
         replies = [fields[2] for fields in messages if fields[0] == "B"]
         assert replies.count("ReadyForQuery") == 12
         assert not any("BEGIN" in " ".join(m) or "COMMIT" in " ".join(m) for m in messages)

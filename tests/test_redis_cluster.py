@@ -47,7 +47,7 @@ from tool_execution_checkpoint import (
     open_store,
 )
 from tool_execution_checkpoint.runner import RunStatus, run_once
-from tool_execution_checkpoint.stores import BrokenRecord, RecordSummary
+from tool_execution_checkpoint.stores import BrokenRecord, RecordSummary, check_listing
 from tool_execution_checkpoint.stores.redis import (
     _SHARD_TAGS,
     CLUSTER_SHARDS,
@@ -60,6 +60,7 @@ from tool_execution_checkpoint.stores.redis import (
     RedisUnavailableError,
 )
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
+from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
 
 NOW = "2026-01-01T00:00:00Z"
@@ -103,6 +104,8 @@ def cluster(redis_cluster_url: str) -> RedisCluster:  # noqa: F811
 class TestRedisClusterStore(OperableStoreConformance):
     """Every store of a fresh prefix shares one RedisCluster client (not owned)."""
 
+    store_clock = True
+
     harness_examples = max(1, active_profile().max_examples // 2)
 
     @pytest.fixture(autouse=True)
@@ -128,6 +131,8 @@ class TestAsyncRedisClusterStore(OperableStoreConformance):
     (built from the cluster URL) and the harness closes it. Its state machines run fewer
     examples than the sync suite's (the layout and listing code is the same; the
     asyncio driver is what this suite adds), to keep the run short."""
+
+    store_clock = True
 
     harness_examples = max(1, active_profile().max_examples // 3)
     contract_examples = max(1, active_profile().max_examples // 6)
@@ -217,21 +222,26 @@ def test_listing_across_shards_answers_as_memory_store_does(
         for key in keys:
             status = data.draw(st.sampled_from(list(Status)))
             write_everywhere([store, model], key, status, NOW, data.draw(timestamps()))
+        # Each shard's records are scored by their own master's TIME; the whole listing is
+        # the model's, and bounded listings are held to it by those times.
+        reference = check_whole_listing(store, model)
+        times = [line.written_us for line in reference if isinstance(line, RecordSummary)]
         for _ in range(3):
             statuses = data.draw(st.sets(st.sampled_from(list(Status))))
-            before = data.draw(st.none() | st.integers(-(2**62), 2**62))
+            before = data.draw(st.none() | st.integers(-(2**62), 2**62) | st.sampled_from(times))
             limit = data.draw(st.integers(1, 8))
             after = data.draw(st.none() | st.sampled_from(sorted(keys)))
-            assert store.list_records(
-                statuses, updated_before_us=before, after_key=after, limit=limit
-            ) == model.list_records(
-                statuses, updated_before_us=before, after_key=after, limit=limit
+            got = store.list_records(
+                statuses, written_before_us=before, after_key=after, limit=limit
+            )
+            assert timed(got) == timed(
+                selected(reference, check_listing(statuses, before, after, limit))
             )
             pages: list[RecordSummary | BrokenRecord] = []
             last = None
             for _page in range(len(keys) + 1):
                 page = store.list_records(
-                    statuses, updated_before_us=before, after_key=last, limit=limit
+                    statuses, written_before_us=before, after_key=last, limit=limit
                 )
                 if not page:
                     break
@@ -240,7 +250,8 @@ def test_listing_across_shards_answers_as_memory_store_does(
                 last = page[-1].key
             else:
                 raise AssertionError("paging did not end")
-            assert pages == model.list_records(statuses, updated_before_us=before, limit=10**6)
+            whole = selected(reference, check_listing(statuses, before, None, 10**6))
+            assert timed(pages) == timed(whole)
     finally:
         store.close()
 

@@ -64,6 +64,7 @@ from tool_execution_checkpoint.stores import (
     BrokenRecord,
     OperableCheckpointStore,
     RecordSummary,
+    check_listing,
 )
 from tool_execution_checkpoint.stores.redis import (
     SCRIPTS,
@@ -83,6 +84,7 @@ from tool_execution_checkpoint.testing import (
     active_profile,
     read_back_landed,
 )
+from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
 from tool_execution_checkpoint.validation import timestamp_microseconds
 
@@ -128,6 +130,8 @@ def test_a_missing_redis_server_names_the_install_script(tmp_path: Path) -> None
 class TestRedisStore(OperableStoreConformance):
     """Every store of a fresh prefix shares one client (the stores do not own it)."""
 
+    store_clock = True
+
     @pytest.fixture(autouse=True)
     def _client(self, redis_url: str) -> Iterator[None]:  # noqa: F811
         self.client = redis.Redis.from_url(redis_url)
@@ -148,6 +152,8 @@ class TestRedisStore(OperableStoreConformance):
 class TestAsyncRedisStore(OperableStoreConformance):
     """The asyncio store through the adapter; each store owns its client (built from the
     URL on the adapter's event loop's first use) and the harness closes it."""
+
+    store_clock = True
 
     harness_examples = max(1, active_profile().max_examples // 3)
 
@@ -260,19 +266,28 @@ def test_list_records_answers_as_memory_store_does(
     model = MemoryStore()
     try:
         written = {}
+        start = store.clock_us()
         for key in keys:
             status = data.draw(st.sampled_from(list(Status)))
             stamp = data.draw(timestamps())
             written[key] = write_everywhere([store, model], key, status, NOW, stamp)
-        # The index holds each key once, under its status, scored by its update time.
+        end = store.clock_us()
+        # The index holds each key once, under its status, scored by the server's TIME
+        # of its last write (whatever the record's stamp), which the listing shows.
         index = index_of(admin, store)
-        for key, record in written.items():
+        reference = check_whole_listing(store, model)
+        for line in reference:
+            assert isinstance(line, RecordSummary)
+            record = written[line.key]
             for status in Status:
-                assert (key in index[status.value]) == (status is record.status)
-            score = index[record.status.value][key]
-            assert score == float(timestamp_microseconds(record.updated_at))
-        instants = sorted({timestamp_microseconds(r.updated_at) for r in written.values()})
-        bounds = st.none() | st.sampled_from(instants) | st.integers(-(2**62), 2**62)
+                assert (line.key in index[status.value]) == (status is record.status)
+            score = index[record.status.value][line.key]
+            assert start <= score <= end
+            assert score == line.written_us
+        instants = sorted(index[written[key].status.value][key] for key in keys)
+        bounds = (
+            st.none() | st.sampled_from([int(i) for i in instants]) | st.integers(-(2**62), 2**62)
+        )
         for _ in range(4):
             statuses = data.draw(st.sets(st.sampled_from(list(Status))))
             before = data.draw(bounds)
@@ -284,17 +299,18 @@ def test_list_records_answers_as_memory_store_does(
                 | st.text(identifier_chars, min_size=1, max_size=3)
             )
             limit = data.draw(st.integers(1, 12))
-            assert store.list_records(
-                statuses, updated_before_us=before, after_key=after, limit=limit
-            ) == model.list_records(
-                statuses, updated_before_us=before, after_key=after, limit=limit
+            got = store.list_records(
+                statuses, written_before_us=before, after_key=after, limit=limit
             )
-            # Paging through everything gives MemoryStore's whole listing.
+            assert timed(got) == timed(
+                selected(reference, check_listing(statuses, before, after, limit))
+            )
+            # Paging through everything gives the whole answer.
             pages: list[RecordSummary | BrokenRecord] = []
             last = None
             for _page in range(len(keys) + 1):  # a store that repeats a key cannot loop
                 page = store.list_records(
-                    statuses, updated_before_us=before, after_key=last, limit=limit
+                    statuses, written_before_us=before, after_key=last, limit=limit
                 )
                 if not page:
                     break
@@ -303,7 +319,8 @@ def test_list_records_answers_as_memory_store_does(
                 last = page[-1].key
             else:
                 raise AssertionError("paging did not end")
-            assert pages == model.list_records(statuses, updated_before_us=before, limit=10**6)
+            whole = selected(reference, check_listing(statuses, before, None, 10**6))
+            assert timed(pages) == timed(whole)
     finally:
         store.close()
         admin.close()
@@ -312,20 +329,25 @@ def test_list_records_answers_as_memory_store_does(
 def test_list_records_is_exact_at_microsecond_bounds_past_double_precision(
     redis_url: str,  # noqa: F811
 ) -> None:
-    """Scores are doubles (exact to 2^53 us, about the year 2255): records one microsecond
-    apart in the year 9999 share a score, yet the listing still compares exactly."""
+    """Scores are doubles (exact to 2^53 us, about the year 2255): an earlier version
+    scored keys by their records' stamps, and two stamped one microsecond apart in the
+    year 9999 share a score. The listing reads each as the one time the score holds and
+    compares that exactly, so listings and written_us agree."""
+    server = server_for(redis_url)
+    admin = server.client()
     store = new_store(redis_url)
-    model = MemoryStore()
     stamps = ["9999-12-31T23:59:59.999998Z", "9999-12-31T23:59:59.999999Z"]
     for number, stamp in enumerate(stamps):
-        write_everywhere([store, model], f"k{number}", Status.EXECUTING, NOW, stamp)
+        write_everywhere([store], f"k{number}", Status.EXECUTING, NOW, stamp)
+        admin.zadd(f"{store.prefix}idx:executing", {f"k{number}": timestamp_microseconds(stamp)})
     last = timestamp_microseconds(stamps[1])
     assert float(last) == float(last - 1)
-    for bound in (last - 1, last, last + 1):
-        got = store.list_records([Status.EXECUTING], updated_before_us=bound)
-        assert got == model.list_records([Status.EXECUTING], updated_before_us=bound)
-    assert [s.key for s in store.list_records([Status.EXECUTING], updated_before_us=last)] == ["k0"]
+    held = int(float(last))
+    assert [store.written_us(f"k{number}") for number in range(2)] == [held, held]
+    for bound, count in ((held, 0), (held + 1, 2), (2**63 - 1, 2)):
+        assert len(store.list_records([Status.EXECUTING], written_before_us=bound)) == count
     store.close()
+    admin.close()
 
 
 def test_list_records_refuses_what_memory_store_refuses_before_any_command() -> None:
@@ -338,7 +360,7 @@ def test_list_records_refuses_what_memory_store_refuses_before_any_command() -> 
         (None, {}, "statuses"),
         ([Status.READY], {"limit": 0}, "limit"),
         ([Status.READY], {"limit": True}, "limit"),
-        ([Status.READY], {"updated_before_us": 1.5}, "updated_before_us"),
+        ([Status.READY], {"written_before_us": 1.5}, "written_before_us"),
         ([Status.READY], {"after_key": b"k"}, "after_key"),
         ([Status.READY], {"after_key": ""}, "after_key"),
         ([Status.READY], {"after_key": "bad\x00key"}, "after_key"),
@@ -358,29 +380,26 @@ def test_the_async_store_lists_as_the_sync_store_does(redis_url: str) -> None:  
     store = RedisStore.from_url(redis_url, prefix=prefix)
     for number, status in enumerate(Status):
         write_everywhere([store], f"k{number}", status, NOW, f"2026-01-0{number + 1}T00:00:00Z")
+    fifth = store.written_us("k4")  # written in key order: before it are k0 to k3
+    assert fifth is not None
+    wanted = [Status.EXECUTING, Status.DELIVERING, Status.DELIVERED]
 
     async def listing() -> list[RecordSummary | BrokenRecord]:
         async with AsyncRedisStore.from_url(redis_url, prefix=prefix) as twin:
+            assert await twin.written_us("k4") == fifth
+            assert await twin.clock_us() > fifth
             return await twin.list_records(
-                [Status.EXECUTING, Status.DELIVERING, Status.DELIVERED],
-                updated_before_us=timestamp_microseconds("2026-01-06T00:00:00Z"),
-                after_key="k1",
-                limit=5,
+                wanted, written_before_us=fifth + 1, after_key="k1", limit=5
             )
 
     got = asyncio.run(listing())
-    wanted = {Status.EXECUTING, Status.DELIVERING, Status.DELIVERED}
-    expected = [  # written on the (number + 1)th of January: before the 6th is up to k4
+    expected = [
         f"k{number}" for number, status in enumerate(Status) if status in wanted and 1 < number < 5
     ]
     assert expected
     assert [summary.key for summary in got] == expected
-    assert got == store.list_records(
-        [Status.EXECUTING, Status.DELIVERING, Status.DELIVERED],
-        updated_before_us=timestamp_microseconds("2026-01-06T00:00:00Z"),
-        after_key="k1",
-        limit=5,
-    )
+    again = store.list_records(wanted, written_before_us=fifth + 1, after_key="k1", limit=5)
+    assert timed(got) == timed(again)
     store.close()
 
 
@@ -440,13 +459,13 @@ def test_each_operation_is_one_command_and_a_cas_is_one_evalsha(
 
     create = monitored(server, lambda: store.create_if_absent(key, created))
     assert top_level(create) == ["EVALSHA"]
-    assert from_scripts(create) == ["EXISTS", "TYPE", "HSET", "ZADD"]
+    assert from_scripts(create) == ["EXISTS", "TYPE", "HSET", "TIME", "ZADD"]  # the server's time
 
     stats_before = admin.info("commandstats")
     swap = monitored(server, lambda: store.compare_and_swap(key, 1, claim.next))
     stats_after = admin.info("commandstats")
     assert top_level(swap) == ["EVALSHA"]
-    assert from_scripts(swap) == ["HMGET", "TYPE", "TYPE", "HSET", "ZREM", "ZADD"]
+    assert from_scripts(swap) == ["HMGET", "TYPE", "TYPE", "HSET", "ZREM", "TIME", "ZADD"]
     assert stats_after["cmdstat_evalsha"]["calls"] == stats_before["cmdstat_evalsha"]["calls"] + 1
     for name in ("cmdstat_multi", "cmdstat_exec", "cmdstat_watch", "cmdstat_set", "cmdstat_get"):
         assert stats_after.get(name) == stats_before.get(name)

@@ -57,6 +57,7 @@ from tool_execution_checkpoint.testing import (
     active_profile,
     read_back_landed,
 )
+from tool_execution_checkpoint.testing.listings import timed
 from tool_execution_checkpoint.testing.processes import kill_storm
 from tool_execution_checkpoint.validation import timestamp_microseconds
 
@@ -78,6 +79,8 @@ class TestSQLiteStore(OperableStoreConformance):
     """Each store is on a new file in the test's directory, closed after the test. Every
     write waits for an fsync, so the harness runs half the profile's examples (150 by
     default; TOOL_CHECKPOINT_HARNESS=thorough runs 2,500)."""
+
+    store_clock = False
 
     harness_examples = active_profile().max_examples // 2
 
@@ -109,6 +112,8 @@ class TestSQLiteStore(OperableStoreConformance):
 class TestAsyncSQLiteStore(OperableStoreConformance):
     """The async store through the suite's adapter, on a new file per store; a quarter of
     the profile's examples, since it runs the same SQLiteStore underneath."""
+
+    store_clock = False
 
     harness_examples = active_profile().max_examples // 4
 
@@ -159,7 +164,7 @@ def queries(draw: st.DrawFn, keys: list[str], times: list[int]) -> dict[str, Any
         after = after | st.sampled_from(keys)
     return {
         "statuses": draw(st.sets(st.sampled_from(list(Status)))),
-        "updated_before_us": draw(before),
+        "written_before_us": draw(before),
         "after_key": draw(after),
         "limit": draw(st.integers(1, 12)),
     }
@@ -196,7 +201,8 @@ def test_list_records_answers_like_the_model(
         ]
         for _ in range(4):
             query = data.draw(queries(keys, times))
-            assert store.list_records(**query) == model.list_records(**query), query
+            got, expected = store.list_records(**query), model.list_records(**query)
+            assert timed(got) == timed(expected), query  # written_us too: the updatedAt
     finally:
         store.close()
 
@@ -245,7 +251,7 @@ def test_list_records_reads_the_columns_not_the_records(tmp_path: Path) -> None:
         ({"statuses": ["ready", "bogus"]}, "statuses"),
         ({"statuses": [Status.READY], "limit": 0}, "limit"),
         ({"statuses": [Status.READY], "limit": True}, "limit"),
-        ({"statuses": [Status.READY], "updated_before_us": 1.5}, "updated_before_us"),
+        ({"statuses": [Status.READY], "written_before_us": 1.5}, "written_before_us"),
         ({"statuses": [Status.READY], "after_key": 7}, "after_key"),
         ({"statuses": [Status.READY], "after_key": "\ud800"}, "after_key"),
     ],
@@ -922,7 +928,7 @@ def test_a_row_whose_columns_cannot_place_it_is_listed_by_its_record(tmp_path: P
             ("k3", "BrokenRecord"),
         ]
         assert ready[0] == RecordSummary.of("k1", good)
-        delivered = store.list_records([Status.DELIVERED], updated_before_us=2**62)
+        delivered = store.list_records([Status.DELIVERED], written_before_us=2**62)
         assert [line.key for line in delivered] == ["k3"]
         pages, after = [], None
         while page := store.list_records(list(Status), after_key=after, limit=1):

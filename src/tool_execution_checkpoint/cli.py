@@ -8,10 +8,12 @@ Commands:
   inspect    read a record (a JSON file, stdin, or a store URL and key): valid or not,
              and what decide says.
   show       the whole record under a key (the payload only with --payload).
-  list       records by status and minimum age, with their keys and ages.
+  list       records by status and minimum age, with their keys and ages (on the
+             store's clock).
   reconcile  settle a stuck record through the table's transitions, by compare-and-swap
              from the revision the operator saw (see :mod:`.operations`).
-  prune      drop the payloads of delivered records older than a retention window.
+  prune      drop the payloads of delivered records older than a retention window (on
+             the store's clock).
   check-store
              run the conformance checks, the model-based harness and the threaded stress
              against a store factory (module:callable returning a fresh, empty store) or a
@@ -50,6 +52,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import fingerprint
 from .operations import (
+    DEFAULT_MIN_AGE_US,
+    ClaimTooYoung,
     NoRecord,
     Reconciliation,
     RevisionMoved,
@@ -58,6 +62,7 @@ from .operations import (
     mark_stuck_uncertain,
     prune_delivered,
     read_record,
+    record_age_us,
     release_stuck_delivery,
 )
 from .progress import Progress
@@ -70,7 +75,7 @@ from .stores.opening import scratch_space, store_options, url_scheme
 from .stores.scratch import ScratchSpace
 from .stores.sqlite import SQLiteStore
 from .table import TABLE, Status
-from .validation import check_identifier, check_reason, timestamp_microseconds
+from .validation import check_identifier, check_reason
 
 __all__ = ["Exit", "main"]
 
@@ -87,6 +92,7 @@ class Exit(enum.IntEnum):
     NO_RECORD = 6
     REVISION_MOVED = 7
     NOT_ALLOWED = 8
+    TOO_YOUNG = 9
 
 
 EXIT_MEANINGS: dict[Exit, str] = {
@@ -103,6 +109,8 @@ EXIT_MEANINGS: dict[Exit, str] = {
     Exit.REVISION_MOVED: "reconcile: the record is not at the revision given; nothing was written",
     Exit.NOT_ALLOWED: "reconcile: the record's status does not allow it "
     "(INVALID_TRANSITION); nothing was written",
+    Exit.TOO_YOUNG: "reconcile: the record was last written less than --min-age ago (15m by "
+    "default, on the store's clock): its worker may still be running; nothing was written",
 }
 """What each exit code means, as the README and ``--help`` say it."""
 
@@ -391,29 +399,26 @@ def duration(text: str) -> float:
     return seconds
 
 
-def _now_us() -> int:
-    return timestamp_microseconds(datetime.now(UTC).isoformat())
-
-
-def _record_json(key: str, record: Checkpoint, *, payload: bool) -> dict[str, Any]:
-    """What show prints as JSON: the key, decide's action, the age, the payload's size
-    and the persisted record, its payload left out unless ``payload``."""
+def _record_json(key: str, record: Checkpoint, age_us: int, *, payload: bool) -> dict[str, Any]:
+    """What show prints as JSON: the key, decide's action, the age (since the store last
+    wrote it, on its clock), the payload's size and the persisted record, its payload
+    left out unless ``payload``."""
     stored = record.to_dict()
     if stored["result"] is not None and not payload:
         del stored["result"]["payload"]
     return {
         "key": key,
         "decide": str(TABLE.statuses[record.status].action),
-        "ageSeconds": (_now_us() - timestamp_microseconds(record.updated_at)) / 1e6,
+        "ageSeconds": age_us / 1e6,
         "payloadBytes": None if record.result is None else record.result.payload_bytes,
         "record": stored,
     }
 
 
-def _record_text(key: str, record: Checkpoint, *, payload: bool) -> str:
+def _record_text(key: str, record: Checkpoint, age_us: int, *, payload: bool) -> str:
     """What show prints as text: one line per field."""
     binding = record.binding
-    age = format_age((_now_us() - timestamp_microseconds(record.updated_at)) / 1e6)
+    age = format_age(age_us / 1e6)
     lines = [
         ("key", key),
         ("status", f"{record.status} (decide: {TABLE.statuses[record.status].action})"),
@@ -423,7 +428,7 @@ def _record_text(key: str, record: Checkpoint, *, payload: bool) -> str:
         ("tool", f"{binding.tool_name}, revision {binding.tool_revision}"),
         ("input", binding.input_fingerprint),
         ("created", record.created_at),
-        ("updated", f"{record.updated_at} ({age} ago)"),
+        ("updated", f"{record.updated_at} (written {age} ago, on the store's clock)"),
     ]
     if (execution := record.execution) is not None:
         lines.append(("attempt id", execution.attempt_id))
@@ -455,12 +460,14 @@ def _show_record(url: str, key: str, payload: bool, form: str, location: dict[st
     store = open_store(url, **location)
     try:
         record = read_record(store, key)
+        age = record_age_us(store, key, record, at=datetime.now(UTC).isoformat())
     finally:
         store.close()
     if form == "json":
-        print(json.dumps(_record_json(key, record, payload=payload), indent=2, ensure_ascii=False))
+        shown = _record_json(key, record, age, payload=payload)
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(_record_text(key, record, payload=payload))
+        sys.stdout.write(_record_text(key, record, age, payload=payload))
     return Exit.OK
 
 
@@ -470,13 +477,13 @@ def _list(
     wanted = [Status(status) for status in statuses] or list(Status)
     store = open_store(url, **location)
     rows: list[RecordSummary | BrokenRecord] = []
-    now = _now_us()
     try:
+        now = store.clock_us()  # ages are the store's: never the writers' clocks
         before = now - int(older_than * 1e6) if older_than > 0 else None
         after = None
         with Progress("listing", unit="records") as progress:
             while page := store.list_records(
-                wanted, updated_before_us=before, after_key=after, limit=500
+                wanted, written_before_us=before, after_key=after, limit=500
             ):
                 rows += page
                 after = page[-1].key
@@ -487,7 +494,7 @@ def _list(
         listed = [
             _jsonable(row) | {"broken": True}
             if isinstance(row, BrokenRecord)
-            else _jsonable(row) | {"age_seconds": (now - row.updated_us) / 1e6}
+            else _jsonable(row) | {"age_seconds": (now - row.written_us) / 1e6}
             for row in rows
         ]
         print(json.dumps(listed, indent=2, ensure_ascii=False))
@@ -497,7 +504,7 @@ def _list(
             if isinstance(row, BrokenRecord):  # its stored value is not a valid record
                 print(f"{row.key:<69} {'broken':<11} {'-':>4} {'-':>7}  {row.reason}")
                 continue
-            age = format_age((now - row.updated_us) / 1e6)
+            age = format_age((now - row.written_us) / 1e6)
             print(
                 f"{row.key:<69} {row.status:<11} {row.revision:>4} {age:>7}  "
                 f"{row.namespace:<16} {row.call_id}"
@@ -537,6 +544,7 @@ def _reconcile(args: argparse.Namespace, location: dict[str, str]) -> int:
     """Check every argument, then take the one reconciliation asked for."""
     at = datetime.now(UTC).isoformat()
     key, revision, dry_run = check_key(args.key), args.revision, args.dry_run
+    min_age = int(args.min_age * 1e6)
     completing = args.complete is not None or args.complete_error is not None
     found = _found_payload(args, at) if completing else None
     if args.mark_uncertain is not None:
@@ -552,6 +560,7 @@ def _reconcile(args: argparse.Namespace, location: dict[str, str]) -> int:
                 result=found,
                 at=at,
                 dry_run=dry_run,
+                min_age_us=min_age,
                 max_payload_bytes=args.max_payload_bytes,
             )
         elif args.mark_uncertain is not None:
@@ -562,14 +571,17 @@ def _reconcile(args: argparse.Namespace, location: dict[str, str]) -> int:
                 reason=args.mark_uncertain,
                 at=at,
                 dry_run=dry_run,
+                min_age_us=min_age,
             )
         else:
             settle = release_stuck_delivery if args.release_delivery else confirm_stuck_delivery
-            done = settle(store, key, expected_revision=revision, at=at, dry_run=dry_run)
+            done = settle(
+                store, key, expected_revision=revision, at=at, dry_run=dry_run, min_age_us=min_age
+            )
     finally:
         store.close()
     if args.format == "json":
-        shown = _record_json(key, done.after, payload=False)
+        shown = _record_json(key, done.after, 0, payload=False)
         report = {"transition": done.transition, "written": done.written, **shown}
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return Exit.OK
@@ -580,7 +592,7 @@ def _reconcile(args: argparse.Namespace, location: dict[str, str]) -> int:
         f"{after.status} at revision {after.revision} ({what})"
     )
     print("the record now:" if done.written else "the record it would write:")
-    sys.stdout.write(_record_text(key, after, payload=False))
+    sys.stdout.write(_record_text(key, after, 0, payload=False))
     return Exit.OK
 
 
@@ -846,7 +858,10 @@ action:
                            the result, so the next delivery claim sends it again.
   --confirm-delivery       delivering -> delivered: the provider's history shows it.
 
---dry-run prints the record that would be written and writes nothing.
+--dry-run prints the record that would be written and writes nothing. A record last
+written less than --min-age ago (15m by default; on the store's clock) is refused (exit
+9): its worker may still be running. --min-age 0 acts at once on a claim whose worker is
+known to be gone.
 """
 
 
@@ -923,7 +938,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_duration_argument,
         default=0.0,
         metavar="DURATION",
-        help="last updated at least this long ago: 90, 90s, 15m, 2h, 1.5d",
+        help="last written at least this long ago, on the store's clock: 90, 15m, 2h, 1.5d",
     )
     listing.add_argument("--format", choices=["table", "json"], default="table")
     settling = commands.add_parser(
@@ -944,6 +959,13 @@ def _parser() -> argparse.ArgumentParser:
     actions.add_argument("--confirm-delivery", action="store_true")
     settling.add_argument("--dry-run", action="store_true", help="write nothing")
     settling.add_argument(
+        "--min-age",
+        type=_duration_argument,
+        default=DEFAULT_MIN_AGE_US / 1e6,
+        metavar="DURATION",
+        help="refuse a record last written less than this long ago (15m; 0 to act at once)",
+    )
+    settling.add_argument(
         "--max-payload-bytes",
         type=_positive,
         default=TABLE.limits.default_max_payload_bytes,
@@ -953,8 +975,9 @@ def _parser() -> argparse.ArgumentParser:
     pruning = commands.add_parser(
         "prune",
         help="drop old delivered payloads, keep tombstones",
-        description="Drop the payloads of delivered records older than the retention, "
-        "keeping each record as a tombstone. Progress goes to stderr as for list.",
+        description="Drop the payloads of delivered records last written longer ago than "
+        "the retention, on the store's clock, keeping each record as a tombstone. Progress "
+        "goes to stderr as for list.",
         parents=[where],
     )
     pruning.add_argument("url")
@@ -1018,6 +1041,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RevisionMoved as error:
         print(f"tool-checkpoint: {error}; nothing was written", file=sys.stderr)
         return Exit.REVISION_MOVED
+    except ClaimTooYoung as error:
+        print(f"tool-checkpoint: {error}; nothing was written", file=sys.stderr)
+        return Exit.TOO_YOUNG
     except CheckpointError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return _exit_for(error)

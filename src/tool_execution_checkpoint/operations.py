@@ -1,8 +1,9 @@
-"""Operator work over a store: pruning, reading one record, and settling stuck calls.
+"""Operator work over a store: pruning (:mod:`.pruning`), reading one record, and
+settling stuck calls.
 
-These functions use only the store contract (``list_records``, ``get`` and
-``compare_and_swap``) and the table's transitions, so every store prunes and reconciles
-alike and no store can do what the protocol forbids.
+These functions use only the store contract (``list_records``, ``get``,
+``compare_and_swap`` and the store's clock) and the table's transitions, so every store
+prunes and reconciles alike and no store can do what the protocol forbids.
 
 Reconciliation is for a call that waits for a person: a record whose decide action is
 ``reconcile-execution`` (executing or uncertain) or ``reconcile-delivery`` (delivering).
@@ -12,6 +13,17 @@ transitions, taken on behalf of the claim's owner (the stored attempt id or deli
 is passed, since the owner is gone) and written by compare-and-swap from the revision
 the operator saw. Nothing is written when that revision moved, and ``dry_run=True``
 returns the record that would be written without writing it.
+
+**Live workers.** Each of them refuses (:class:`ClaimTooYoung`) a record last written
+less than ``min_age_us`` ago, on the store's clock (see
+:class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`; a store without one
+is measured by the record's ``updatedAt`` against ``at``): the worker holding the claim
+may still be running, and settling the call under it would overtake it. The default,
+:data:`DEFAULT_MIN_AGE_US`, is 15 minutes: far longer than a tool call or a delivery
+usually takes, longer than the timeouts agent frameworks give a tool, and short enough
+that every call in the stuck-call report (``list --older-than 1h``) can be settled. Pass
+``min_age_us=0`` to act at once on a claim whose worker is known to be gone. The age is
+the last write's, so a record just marked uncertain waits again (or takes 0).
 """
 
 from __future__ import annotations
@@ -20,21 +32,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import CheckpointError, ErrorCode
+from .pruning import PruneReport, prune_delivered
 from .records import Checkpoint, Result
-from .stores.core import BrokenRecord, CheckpointStore, OperableCheckpointStore, check_key
-from .table import TABLE, Status
+from .stores.core import CheckpointStore, OperableCheckpointStore, check_key
+from .table import TABLE
 from .transitions import (
     Timestamp,
     Transition,
     complete_delivery,
     complete_execution,
     mark_execution_uncertain,
-    prune_result,
     release_delivery,
 )
 from .validation import check_reason, timestamp_argument, timestamp_microseconds
 
 __all__ = [
+    "DEFAULT_MIN_AGE_US",
+    "ClaimTooYoung",
     "NoRecord",
     "PruneReport",
     "Reconciliation",
@@ -45,95 +59,16 @@ __all__ = [
     "mark_stuck_uncertain",
     "prune_delivered",
     "read_record",
+    "record_age_us",
     "release_stuck_delivery",
 ]
 
 _CEILING = TABLE.limits.ceiling_max_payload_bytes
 _DEFAULT_LIMIT = TABLE.limits.default_max_payload_bytes
 
-
-@dataclass(frozen=True, slots=True)
-class PruneReport:
-    """What :func:`prune_delivered` did.
-
-    Attributes:
-        pruned: How many delivered payloads were dropped.
-        broken: The keys, in key order, of the listed records that could not be read
-            (their stored value is not a valid record: ``get`` raises CheckpointError for
-            them). They were left as they are and the pruning went on past them; repair
-            or delete them by hand. Keys are digests, not identifiers' values.
-    """
-
-    pruned: int
-    broken: tuple[str, ...] = ()
-
-
-def _readable(store: CheckpointStore, key: str) -> Checkpoint | BrokenRecord | None:
-    """The record under ``key``; None if it is gone; a BrokenRecord if it does not read.
-    Only CheckpointError is caught: a store failure still stops the pruning."""
-    try:
-        raw = store.get(key)
-        return None if raw is None else Checkpoint.from_dict(raw, max_payload_bytes=_CEILING)
-    except CheckpointError as error:
-        return BrokenRecord.of(key, error)
-
-
-def prune_delivered(
-    store: OperableCheckpointStore,
-    *,
-    retention_us: int,
-    at: Timestamp,
-    page_size: int = 500,
-    progress: Callable[[int], None] | None = None,
-) -> PruneReport:
-    """Drop the payloads of delivered records last updated more than ``retention_us``
-    microseconds before ``at``; report how many were pruned and which records could not
-    be read.
-
-    Each is pruned with the table's ``prune_result`` transition and a compare-and-swap,
-    so only delivered records are touched and each stays as a tombstone: a replayed call
-    id still finds it delivered (or BINDING_CONFLICT), never ready. A record that changed
-    meanwhile loses its swap and is left alone. A record whose stored value is not a valid
-    record (listed as a :class:`~tool_execution_checkpoint.stores.BrokenRecord`, or whose
-    ``get`` raises CheckpointError) is left alone too, its key reported in
-    :attr:`PruneReport.broken`: the pruning never stops at it. ``progress`` is called with
-    the number of records examined so far, once per page.
-
-    Raises:
-        CheckpointError: INVALID_ARGUMENT for a bad ``at`` or a negative retention.
-        StoreError: The store failed; what was pruned before stays pruned.
-    """
-    when = timestamp_argument(at, "at")
-    if type(retention_us) is not int or retention_us < 0:
-        raise CheckpointError(
-            ErrorCode.INVALID_ARGUMENT, "must be a non-negative int", field="retention_us"
-        )
-    cutoff = timestamp_microseconds(when) - retention_us
-    pruned = examined = 0
-    broken: list[str] = []
-    after: str | None = None
-    while True:
-        rows = store.list_records(
-            [Status.DELIVERED], updated_before_us=cutoff, after_key=after, limit=page_size
-        )
-        if not rows:
-            return PruneReport(pruned, tuple(broken))
-        for row in rows:
-            record = row if isinstance(row, BrokenRecord) else _readable(store, row.key)
-            if isinstance(record, BrokenRecord):
-                broken.append(row.key)
-                continue
-            if record is None or record.status is not Status.DELIVERED or record.result is None:
-                continue
-            if record.result.pruned_at is not None:
-                continue
-            step = prune_result(record, at=when, max_payload_bytes=_CEILING)
-            if store.compare_and_swap(row.key, step.expected_revision, step.next):
-                pruned += 1
-        examined += len(rows)
-        if progress is not None:
-            progress(examined)
-        after = rows[-1].key
+DEFAULT_MIN_AGE_US = 15 * 60 * 1_000_000
+"""How long ago a record must have been last written, on the store's clock, before a
+reconciliation acts on it unless told otherwise: 15 minutes (see the module docstring)."""
 
 
 # --- reading and reconciling one record ---------------------------------------------------
@@ -166,6 +101,26 @@ class RevisionMoved(ReconciliationRefused):
         self.stored = stored
         found = "changed while it was written" if stored is None else f"is at {stored}"
         super().__init__(f"the record moved: expected revision {expected}, it {found}")
+
+
+class ClaimTooYoung(ReconciliationRefused):
+    """The record was last written less than the minimum age ago, on the store's clock:
+    the worker holding its claim may still be running. Wait, or pass a smaller minimum
+    age (0 to act at once) when that worker is known to be gone.
+
+    Attributes:
+        age_us: How long ago the record was last written, in microseconds.
+        min_age_us: The minimum age asked for.
+    """
+
+    def __init__(self, age_us: int, min_age_us: int) -> None:
+        self.age_us = age_us
+        self.min_age_us = min_age_us
+        super().__init__(
+            f"the record was last written {max(age_us, 0) // 1_000_000} s ago, less than the "
+            f"minimum age of {min_age_us // 1_000_000} s: its worker may still be running "
+            f"(wait, or pass a smaller minimum age: 0 acts at once)"
+        )
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -218,6 +173,26 @@ def _revision(value: object) -> int:
     return value
 
 
+def _min_age(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT, "must be a non-negative int", field="min_age_us"
+        )
+    return value
+
+
+def record_age_us(store: CheckpointStore, key: str, record: Checkpoint, *, at: str) -> int:
+    """How long ago ``record``, read under ``key``, was last written, in microseconds:
+    ``store.clock_us() - store.written_us(key)`` when the store is operable and keeps a
+    time for the key, else the record's ``updatedAt`` against ``at``."""
+    if isinstance(store, OperableCheckpointStore):
+        now = store.clock_us()
+        written = store.written_us(key)
+        if written is not None:
+            return now - written
+    return timestamp_microseconds(at) - timestamp_microseconds(record.updated_at)
+
+
 def _settle(
     store: CheckpointStore,
     key: str,
@@ -226,11 +201,15 @@ def _settle(
     dry_run: bool,
     name: str,
     step: Callable[[Checkpoint], Transition],
+    min_age_us: int,
+    at: str,
 ) -> Reconciliation:
-    """Read the record, refuse it unless it is at ``expected_revision`` and in a status
-    the table's transition ``name`` leaves from, take the transition with ``step`` and,
-    unless ``dry_run``, write it by compare-and-swap."""
+    """Read the record, refuse it unless it is at ``expected_revision``, in a status the
+    table's transition ``name`` leaves from and last written at least ``min_age_us`` ago,
+    take the transition with ``step`` and, unless ``dry_run``, write it by
+    compare-and-swap."""
     expected = _revision(expected_revision)
+    least = _min_age(min_age_us)
     check_key(key)
     before = read_record(store, key)
     if before.revision != expected:
@@ -242,6 +221,8 @@ def _settle(
             f"{name} leaves from {', '.join(rule.sources)}, not from {before.status}",
             field="status",
         )
+    if least > 0 and (age := record_age_us(store, key, before, at=at)) < least:
+        raise ClaimTooYoung(age, least)
     transition = step(before)
     if not dry_run and not store.compare_and_swap(
         key, transition.expected_revision, transition.next
@@ -268,6 +249,7 @@ def complete_stuck_execution(
     result: object,
     at: Timestamp,
     dry_run: bool = False,
+    min_age_us: int = DEFAULT_MIN_AGE_US,
     max_payload_bytes: int = _DEFAULT_LIMIT,
 ) -> Reconciliation:
     """Complete an executing or uncertain record with ``result``: the exact JSON payload
@@ -279,9 +261,12 @@ def complete_stuck_execution(
     Raises:
         RevisionMoved: The record is not, or no longer, at ``expected_revision``.
         NoRecord: Nothing is stored under ``key``.
+        ClaimTooYoung: The record was last written less than ``min_age_us`` ago (see
+            the module docstring); nothing is written, not even for a dry run.
         CheckpointError: PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED for a bad ``result``
             (checked before the store is read; field ``payload``); INVALID_ARGUMENT for
-            a bad key, revision, ``at`` or ``max_payload_bytes``; INVALID_TRANSITION
+            a bad key, revision, ``at``, ``max_payload_bytes`` or ``min_age_us``;
+            INVALID_TRANSITION
             from a status other than executing or uncertain; every error of
             :func:`read_record` for a broken stored record.
         StoreError: The store failed; after a write, read the record back.
@@ -294,6 +279,8 @@ def complete_stuck_execution(
         expected_revision=expected_revision,
         dry_run=dry_run,
         name="complete_execution",
+        min_age_us=min_age_us,
+        at=when,
         step=lambda record: complete_execution(
             record,
             attempt_id=_attempt_id(record),
@@ -312,16 +299,17 @@ def mark_stuck_uncertain(
     reason: str,
     at: Timestamp,
     dry_run: bool = False,
+    min_age_us: int = DEFAULT_MIN_AGE_US,
 ) -> Reconciliation:
     """Mark an executing record uncertain, with ``reason`` (1 to 1,024 characters, no
     control characters, no secrets): its worker is known dead and whether the tool's
     effect happened is not known yet. The record still waits for reconciliation.
 
     Raises:
-        RevisionMoved, NoRecord: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``reason`` or ``at``
-            (checked before the store is read); INVALID_TRANSITION from a status other
-            than executing; every error of :func:`read_record`.
+        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
+        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``reason``, ``at`` or
+            ``min_age_us`` (checked before the store is read); INVALID_TRANSITION from a
+            status other than executing; every error of :func:`read_record`.
         StoreError: The store failed; after a write, read the record back.
     """
     when = timestamp_argument(at, "at")
@@ -332,6 +320,8 @@ def mark_stuck_uncertain(
         expected_revision=expected_revision,
         dry_run=dry_run,
         name="mark_execution_uncertain",
+        min_age_us=min_age_us,
+        at=when,
         step=lambda record: mark_execution_uncertain(
             record, attempt_id=_attempt_id(record), at=when, reason=why, max_payload_bytes=_CEILING
         ),
@@ -345,14 +335,16 @@ def release_stuck_delivery(
     expected_revision: int,
     at: Timestamp,
     dry_run: bool = False,
+    min_age_us: int = DEFAULT_MIN_AGE_US,
 ) -> Reconciliation:
     """Release a delivering record whose send is known not to have reached the provider
     (its history does not show the result): back to completed, so the next delivery
     claim sends the same stored payload.
 
     Raises:
-        RevisionMoved, NoRecord: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision or ``at``;
+        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
+        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``at`` or
+            ``min_age_us``;
             INVALID_TRANSITION from a status other than delivering; every error of
             :func:`read_record`.
         StoreError: The store failed; after a write, read the record back.
@@ -364,6 +356,8 @@ def release_stuck_delivery(
         expected_revision=expected_revision,
         dry_run=dry_run,
         name="release_delivery",
+        min_age_us=min_age_us,
+        at=when,
         step=lambda record: release_delivery(
             record, delivery_id=_delivery_id(record), at=when, max_payload_bytes=_CEILING
         ),
@@ -377,13 +371,15 @@ def confirm_stuck_delivery(
     expected_revision: int,
     at: Timestamp,
     dry_run: bool = False,
+    min_age_us: int = DEFAULT_MIN_AGE_US,
 ) -> Reconciliation:
     """Confirm a delivering record whose result the provider's history shows as
     received: delivered, nothing is sent again.
 
     Raises:
-        RevisionMoved, NoRecord: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision or ``at``;
+        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
+        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``at`` or
+            ``min_age_us``;
             INVALID_TRANSITION from a status other than delivering; every error of
             :func:`read_record`.
         StoreError: The store failed; after a write, read the record back.
@@ -395,6 +391,8 @@ def confirm_stuck_delivery(
         expected_revision=expected_revision,
         dry_run=dry_run,
         name="complete_delivery",
+        min_age_us=min_age_us,
+        at=when,
         step=lambda record: complete_delivery(
             record, delivery_id=_delivery_id(record), at=when, max_payload_bytes=_CEILING
         ),

@@ -26,6 +26,7 @@ such a record and never drops it: it lists it as a :class:`BrokenRecord` in key 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
@@ -150,10 +151,15 @@ class BrokenRecord:
 
 @dataclass(frozen=True, slots=True)
 class RecordSummary:
-    """One line of an operator's listing: where a record is and how long it has waited.
+    """One line of an operator's listing: where a record is and when the store last wrote it.
 
-    ``updated_us`` is ``updated_at`` as microseconds since the Unix epoch (see
-    :func:`~tool_execution_checkpoint.validation.timestamp_microseconds`)."""
+    ``updated_at`` is the record's own ``updatedAt``, from its writer's clock, and
+    ``updated_us`` the same as microseconds since the Unix epoch (see
+    :func:`~tool_execution_checkpoint.validation.timestamp_microseconds`). ``written_us``
+    is when the store last wrote the record, in microseconds on the store's clock (see
+    :class:`OperableCheckpointStore`): what listings filter on, and what an age is
+    measured from. It is left out of comparisons: two stores holding the same record
+    wrote it at different times."""
 
     key: str
     namespace: str
@@ -162,10 +168,14 @@ class RecordSummary:
     revision: int
     updated_at: str
     updated_us: int
+    written_us: int = dataclasses.field(compare=False)
 
     @classmethod
-    def of(cls, key: str, record: Checkpoint) -> RecordSummary:
-        """The summary of ``record`` stored under ``key``."""
+    def of(cls, key: str, record: Checkpoint, *, written_us: int | None = None) -> RecordSummary:
+        """The summary of ``record`` stored under ``key``, last written at ``written_us``
+        on the store's clock (None: at the record's own ``updatedAt``, for a store whose
+        clock is its writers' own host's)."""
+        updated_us = timestamp_microseconds(record.updated_at)
         return cls(
             key=key,
             namespace=record.binding.namespace,
@@ -173,26 +183,49 @@ class RecordSummary:
             status=record.status,
             revision=record.revision,
             updated_at=record.updated_at,
-            updated_us=timestamp_microseconds(record.updated_at),
+            updated_us=updated_us,
+            written_us=updated_us if written_us is None else written_us,
         )
 
 
 @runtime_checkable
 class OperableCheckpointStore(CheckpointStore, Protocol):
-    """A store that can also list records for operators. Every store of this package is
-    one."""
+    """A store that can also list records for operators, and tell their ages on its own
+    clock. Every store of this package is one.
+
+    **The store's clock.** A record's ``updatedAt`` comes from its writer's clock, which
+    may be hours or days off. A store with a clock of its own (a database server:
+    PostgreSQL's ``statement_timestamp()``, Redis's ``TIME``) notes the time of every write on that
+    clock, whatever the record says; a store on one host without one (in memory, a
+    SQLite file) takes the record's ``updatedAt``, which its writers stamp with that
+    host's clock. Listings filter on that time (:attr:`RecordSummary.written_us`) and
+    :meth:`clock_us` tells the time now on the same clock, so a record's age is
+    ``clock_us() - written_us``, whoever wrote it and whatever their clock said."""
+
+    def clock_us(self) -> int:
+        """The time now on the store's clock, in microseconds since the Unix epoch."""
+        ...
+
+    def written_us(self, key: str) -> int | None:
+        """When the store last wrote the record under ``key``, on its clock (the
+        ``written_us`` a listing shows for it); None when nothing is stored under
+        ``key``, or when what is stored is not a valid record and the store keeps no
+        time apart from it."""
+        ...
 
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> Sequence[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last updated before ``updated_before_us``
-        (microseconds since the epoch; None for any time), in key order, starting after
-        ``after_key``, at most ``limit`` of them. Page by passing the last key back.
+        """Records in any of ``statuses`` last written before ``written_before_us`` on
+        the store's clock (microseconds since the epoch, as :meth:`clock_us` tells them;
+        None for any time), in key order, starting after ``after_key``, at most
+        ``limit`` of them. Page by passing the last key back. The records a minimum age
+        ``A`` old are those written before ``clock_us() - A``.
 
         A stored value that is not a valid record is listed as a :class:`BrokenRecord`
         (it counts towards ``limit``) wherever the store's index puts it: a store that
@@ -271,21 +304,26 @@ _INT64_MIN = -(2**63)
 @dataclass(frozen=True, slots=True)
 class Listing:
     """Checked arguments of ``list_records``, bounded to what every store can index:
-    ``updated_before_us`` is None or a signed 64-bit integer, ``limit`` at most
+    ``written_before_us`` is None or a signed 64-bit integer, ``limit`` at most
     ``2**63 - 1`` (see :func:`check_listing`)."""
 
     statuses: frozenset[Status]
-    updated_before_us: int | None
+    written_before_us: int | None
     after_key: str | None
     limit: int
 
+    def admits(self, line: RecordSummary) -> bool:
+        """Whether a sound record's line matches the statuses and the time bound."""
+        before = self.written_before_us
+        return line.status in self.statuses and (before is None or line.written_us < before)
+
 
 def check_listing(
-    statuses: object, updated_before_us: object, after_key: object, limit: object
+    statuses: object, written_before_us: object, after_key: object, limit: object
 ) -> Listing:
     """Check the arguments of ``list_records``; every store calls this first.
 
-    Bounds. Any int is a valid ``updated_before_us`` and any int of at least 1 a valid
+    Bounds. Any int is a valid ``written_before_us`` and any int of at least 1 a valid
     ``limit``, on every store: the answer is the same whatever a store indexes with.
     Every record's time fits a signed 64-bit integer of microseconds (years 1 to 9999),
     so a bound above ``2**63 - 1`` is returned as None (every record is earlier), one
@@ -294,7 +332,7 @@ def check_listing(
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for ``statuses`` that is a str or not a
-            collection of Status values, an ``updated_before_us`` that is not an int
+            collection of Status values, a ``written_before_us`` that is not an int
             (a bool included) or None, an ``after_key`` that is not a valid key or None,
             or a ``limit`` that is not an int (a bool included) of at least 1. The
             message names the argument, never its value.
@@ -308,14 +346,14 @@ def check_listing(
     wanted = _statuses(statuses)
     if wanted is None:  # raised here, outside the except: no context quotes the value
         raise refuse("statuses", "must hold only Status values")
-    if updated_before_us is not None and type(updated_before_us) is not int:
-        raise refuse("updated_before_us", "must be an int or None")
+    if written_before_us is not None and type(written_before_us) is not int:
+        raise refuse("written_before_us", "must be an int or None")
     after = None
     if after_key is not None:
         after = check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
     if type(limit) is not int or limit < 1:
         raise refuse("limit", "must be an int of at least 1")
-    before: int | None = updated_before_us
+    before: int | None = written_before_us
     if before is not None:
         before = None if before > _INT64_MAX else max(before, _INT64_MIN)
     return Listing(wanted, before, after, min(limit, _INT64_MAX))

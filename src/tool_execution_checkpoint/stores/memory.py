@@ -3,18 +3,22 @@
 It keeps each record as the JSON text it would persist, so a caller can never share or
 mutate a stored record, and ``get`` returns what a real store's read would: a fresh
 mapping parsed from that text. One lock makes every operation atomic under real threads.
-It is not durable: use it for tests, examples and as the harness's model.
+It is not durable: use it for tests, examples and as the harness's model. Its clock is
+the host's: a record was written at its ``updatedAt`` (see
+:class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Mapping
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Self
 
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import Status
+from ..validation import timestamp_microseconds
 from .core import (
     BrokenRecord,
     RecordSummary,
@@ -29,9 +33,13 @@ __all__ = ["MemoryStore", "open_url"]
 
 
 class MemoryStore:
-    """A :class:`~tool_execution_checkpoint.stores.CheckpointStore` in a dict, under a lock."""
+    """A :class:`~tool_execution_checkpoint.stores.CheckpointStore` in a dict, under a lock.
 
-    def __init__(self) -> None:
+    ``clock`` is what :meth:`clock_us` answers: microseconds since the epoch, the host's
+    clock by default (a test may pass a fixed time)."""
+
+    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+        self._clock = clock or _host_clock
         self._lock = threading.Lock()
         self._texts: dict[str, str] = {}
         self._revisions: dict[str, int] = {}
@@ -69,18 +77,36 @@ class MemoryStore:
             self._revisions[key] = record.revision
             return True
 
+    def clock_us(self) -> int:
+        """The time now on the store's clock (the host's, unless ``clock`` was given)."""
+        return self._clock()
+
+    def written_us(self, key: str) -> int | None:
+        """The ``updatedAt`` of the record under ``key`` in microseconds; None when
+        nothing is stored there or the text kept is not a valid record."""
+        check_key(key)
+        with self._lock:
+            text = self._texts.get(key)
+        if text is None:
+            return None
+        try:
+            record = decode_stored(text).checkpoint
+        except CheckpointError:
+            return None
+        return timestamp_microseconds(record.updated_at)
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records`. The store has no index apart
         from the records, so a text that is not a valid record is a
         :class:`~tool_execution_checkpoint.stores.BrokenRecord` in every listing."""
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        listing = check_listing(statuses, written_before_us, after_key, limit)
         with self._lock:
             texts = sorted(self._texts.items())
         found: list[RecordSummary | BrokenRecord] = []
@@ -88,18 +114,13 @@ class MemoryStore:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
             try:
-                record = decode_stored(text).checkpoint
+                line: RecordSummary | BrokenRecord = RecordSummary.of(
+                    key, decode_stored(text).checkpoint
+                )
             except CheckpointError as error:
-                found.append(BrokenRecord.of(key, error))
-                if len(found) == listing.limit:
-                    break
-                continue
-            summary = RecordSummary.of(key, record)
-            before = listing.updated_before_us
-            if summary.status in listing.statuses and (
-                before is None or summary.updated_us < before
-            ):
-                found.append(summary)
+                line = BrokenRecord.of(key, error)
+            if isinstance(line, BrokenRecord) or listing.admits(line):
+                found.append(line)
                 if len(found) == listing.limit:
                     break
         return found
@@ -122,6 +143,10 @@ class MemoryStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._texts)
+
+
+def _host_clock() -> int:
+    return time.time_ns() // 1_000
 
 
 def open_url(url: str) -> MemoryStore:

@@ -9,10 +9,16 @@ One row per key, in a table (``public.tec_checkpoint`` by default)::
     key        TEXT COLLATE "C" PRIMARY KEY   -- the checkpoint key
     revision   BIGINT NOT NULL                -- the record's revision, the CAS guard
     status     TEXT   NOT NULL                -- the record's status, for operators
-    updated_us BIGINT NOT NULL                -- updatedAt in microseconds since the epoch
+    updated_us BIGINT NOT NULL                -- when the server wrote the row (see below)
     record     TEXT   NOT NULL                -- the record's exact JSON text
 
 with an index on ``(status, updated_us)`` for :meth:`PostgresStore.list_records`. The
+store's clock is the server's: every write sets ``updated_us`` to
+``statement_timestamp()`` in microseconds since the epoch, whatever the writer's clock
+put in the record's ``updatedAt``, and listings and :meth:`PostgresStore.clock_us` read
+the same clock. Rows written by earlier versions of this library hold their record's
+``updatedAt`` there instead (the layout is the same): they are aged by it until their
+next write. The
 record is kept as TEXT, not JSONB: ``get`` must return exactly the mapping that was
 written, and JSONB normalises numbers (``1e308`` comes back as a 309-digit integer,
 ``-0.0`` as ``0.0``) and drops duplicate keys. The key is compared in the "C" collation so
@@ -85,7 +91,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import TABLE, Status
-from ..validation import check_flag, timestamp_microseconds
+from ..validation import check_flag
 from .core import (
     BrokenRecord,
     Listing,
@@ -133,7 +139,9 @@ _STATUSES = sorted(status.value for status in Status)
 _RELAX = " AND set_config('synchronous_commit', 'off', true) = 'off'"
 """The condition that makes a compare-and-swap commit asynchronously (see _Sql)."""
 
-_Operation = Literal["create", "get", "compare-and-swap", "list"]
+_Operation = Literal["create", "get", "compare-and-swap", "list", "clock read", "write-time read"]
+_NOW_US = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint"
+"""The server's time now in microseconds since the epoch: what every write stores."""
 _T = TypeVar("_T")
 
 
@@ -416,11 +424,11 @@ class _Sql:
         self.insert = render(
             sql.SQL(
                 "INSERT INTO {} (key, revision, status, updated_us, record) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING"
+                f"VALUES (%s, %s, %s, {_NOW_US}, %s) ON CONFLICT (key) DO NOTHING"
             ).format(qualified)
         )
         update = (
-            "UPDATE {} SET revision = %s, status = %s, updated_us = %s, record = %s "
+            f"UPDATE {{}} SET revision = %s, status = %s, updated_us = {_NOW_US}, record = %s "
             "WHERE key = %s AND revision = %s"
         )
         self.update = render(sql.SQL(update).format(qualified))
@@ -431,6 +439,8 @@ class _Sql:
         # no row at the revision, nothing is written and nothing is committed.
         self.update_relaxed = render(sql.SQL(update + _RELAX).format(qualified))
         self.select = render(sql.SQL("SELECT record FROM {} WHERE key = %s").format(qualified))
+        self.clock = render(sql.SQL(f"SELECT {_NOW_US}"))
+        self.written = render(sql.SQL("SELECT updated_us FROM {} WHERE key = %s").format(qualified))
         # A listing is one statement of two parts: the rows the (status, updated_us)
         # columns place, and the rows whose status column is no status (listed by their
         # record). The second part is one range of the index per gap between the
@@ -455,8 +465,9 @@ class _Sql:
                     odd.append(sql.SQL("key > %s"))
                 self.lists[before, after] = render(
                     sql.SQL(
-                        "(SELECT key, record, true FROM {table} WHERE {placed} ORDER BY key"
-                        " LIMIT %s) UNION ALL (SELECT key, record, false FROM {table}"
+                        "(SELECT key, record, true, updated_us FROM {table} WHERE {placed}"
+                        " ORDER BY key LIMIT %s) UNION ALL (SELECT key, record, false,"
+                        " updated_us FROM {table}"
                         " WHERE {odd} ORDER BY key LIMIT %s)"
                     ).format(
                         table=qualified,
@@ -612,7 +623,7 @@ def _list_query(
 ) -> tuple[bytes, tuple[Any, ...]]:
     """The statement and parameters of one page of a listing: at most ``limit`` rows of
     each part, after ``after_key``. ``order`` is the statuses in the server's order."""
-    before = listing.updated_before_us
+    before = listing.written_before_us
     params: list[Any] = [sorted(status.value for status in listing.statuses)]
     if before is not None:
         params.append(before)
@@ -627,39 +638,36 @@ def _list_query(
     return query, tuple(params)
 
 
-def _listed(key: str, text: str) -> RecordSummary | BrokenRecord:
+def _listed(key: str, text: str, written_us: int) -> RecordSummary | BrokenRecord:
     try:
-        return RecordSummary.of(key, decode_stored(text).checkpoint)
+        return RecordSummary.of(key, decode_stored(text).checkpoint, written_us=written_us)
     except CheckpointError as error:
         return BrokenRecord.of(key, error)
 
 
 def _page(
-    rows: Sequence[tuple[str, str, bool]], listing: Listing, limit: int
+    rows: Sequence[tuple[str, str, bool, int]], listing: Listing, limit: int
 ) -> tuple[list[RecordSummary | BrokenRecord], str | None]:
     """The listing lines of one page's rows, in key order, and the last key that both
     parts cover when either part is full (None when neither is: nothing is left).
 
     A row that its status and updated_us columns place is listed by its record (a
     BrokenRecord when that is not valid). A row whose status column is no status is
-    listed by its record's own status and time, and as a BrokenRecord in every listing
-    when its record is not valid; it is never hidden."""
-    placed = {key: text for key, text, indexed in rows if indexed}
-    odd = {key: text for key, text, indexed in rows if not indexed}
+    listed by its record's own status and its updated_us, and as a BrokenRecord in every
+    listing when its record is not valid; it is never hidden."""
+    placed = {key: (text, us) for key, text, indexed, us in rows if indexed}
+    odd = {key: (text, us) for key, text, indexed, us in rows if not indexed}
     full = [max(part) for part in (placed, odd) if len(part) >= limit]
     cut = min(full) if full else None
-    before = listing.updated_before_us
     lines: list[RecordSummary | BrokenRecord] = []
     for key in sorted(placed.keys() | odd.keys()):
         if cut is not None and key > cut:
             break
         if key in placed:
-            lines.append(_listed(key, placed[key]))
+            lines.append(_listed(key, *placed[key]))
             continue
-        line = _listed(key, odd[key])
-        if isinstance(line, BrokenRecord) or (
-            line.status in listing.statuses and (before is None or line.updated_us < before)
-        ):
+        line = _listed(key, *odd[key])
+        if isinstance(line, BrokenRecord) or listing.admits(line):
             lines.append(line)
     return lines, cut
 
@@ -671,13 +679,7 @@ def _decoded(rows: Sequence[tuple[str]]) -> Mapping[str, Any] | None:
 
 def _create_params(key: str, record: Checkpoint) -> tuple[Any, ...]:
     record = check_create(key, record)
-    return (
-        key,
-        record.revision,
-        record.status.value,
-        timestamp_microseconds(record.updated_at),
-        record.to_json(),
-    )
+    return (key, record.revision, record.status.value, record.to_json())
 
 
 def _swap_statement(
@@ -687,14 +689,7 @@ def _swap_statement(
     and the record's status is one that only non-durable transitions land in."""
     record = check_swap(key, expected_revision, record)
     relaxed = relax and record.status in TABLE.relaxed_statuses
-    params = (
-        record.revision,
-        record.status.value,
-        timestamp_microseconds(record.updated_at),
-        record.to_json(),
-        key,
-        expected_revision,
-    )
+    params = (record.revision, record.status.value, record.to_json(), key, expected_revision)
     return (statements.update_relaxed if relaxed else statements.update), params
 
 
@@ -844,14 +839,25 @@ class _PostgresStoreBase(Generic[_PoolT]):
         assert answer is not None
         return answer[0] == 1
 
+    def _clocking(self) -> _Exchange[int]:
+        answer = yield _Statement("clock read", self._sql.clock, ())
+        assert answer is not None
+        return int(answer[1][0][0])
+
+    def _written(self, key: str) -> _Exchange[int | None]:
+        check_key(key)
+        answer = yield _Statement("write-time read", self._sql.written, (key,))
+        assert answer is not None
+        return int(answer[1][0][0]) if answer[1] else None
+
     def _listing(
         self,
         statuses: Collection[Status],
-        updated_before_us: int | None,
+        written_before_us: int | None,
         after_key: str | None,
         limit: int,
     ) -> _Exchange[list[RecordSummary | BrokenRecord]]:
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        listing = check_listing(statuses, written_before_us, after_key, limit)
         if not listing.statuses:
             return []
         yield _READY  # the server's order of the statuses is read at setup
@@ -1142,18 +1148,29 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         """
         return self._run(self._swapping(key, expected_revision, record))
 
+    def clock_us(self) -> int:
+        """The server's time now (``statement_timestamp()``), in microseconds since the
+        epoch: the clock of every write's ``updated_us``. One SELECT."""
+        return self._run(self._clocking())
+
+    def written_us(self, key: str) -> int | None:
+        """When the server last wrote the row under ``key`` (its ``updated_us``), or None
+        when no row is there. One SELECT."""
+        return self._run(self._written(key))
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last updated before ``updated_before_us``
-        (microseconds since the epoch; None for any time), in key order (code points),
-        starting after ``after_key``, at most ``limit`` of them. Page by passing the last
-        key back. Filters on the ``status`` and ``updated_us`` columns.
+        """Records in any of ``statuses`` last written before ``written_before_us`` on
+        the server's clock (microseconds since the epoch, as :meth:`clock_us`; None for
+        any time), in key order (code points), starting after ``after_key``, at most
+        ``limit`` of them. Page by passing the last key back. Filters on the ``status``
+        and ``updated_us`` columns.
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for bad arguments (see
@@ -1164,11 +1181,11 @@ class PostgresStore(_PostgresStoreBase[ConnectionPool[Any]]):
         A stored record that is not valid is listed as a
         :class:`~tool_execution_checkpoint.stores.BrokenRecord` where its status and
         updated_us columns place it; a row whose status column is no status is listed by
-        its record's own status and time instead (a BrokenRecord in every listing when
+        its record's own status instead (a BrokenRecord in every listing when
         that record is not valid either). Neither stops nor hides anything. One round
         trip per page (another only when a page of rows the listing skips filled it).
         """
-        return self._run(self._listing(statuses, updated_before_us, after_key, limit))
+        return self._run(self._listing(statuses, written_before_us, after_key, limit))
 
     def close(self) -> None:
         """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""
@@ -1363,16 +1380,24 @@ class AsyncPostgresStore(_PostgresStoreBase[AsyncConnectionPool[Any]]):
         """See :meth:`PostgresStore.compare_and_swap`."""
         return await self._run(self._swapping(key, expected_revision, record))
 
+    async def clock_us(self) -> int:
+        """See :meth:`PostgresStore.clock_us`."""
+        return await self._run(self._clocking())
+
+    async def written_us(self, key: str) -> int | None:
+        """See :meth:`PostgresStore.written_us`."""
+        return await self._run(self._written(key))
+
     async def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`PostgresStore.list_records`."""
-        return await self._run(self._listing(statuses, updated_before_us, after_key, limit))
+        return await self._run(self._listing(statuses, written_before_us, after_key, limit))
 
     async def aclose(self) -> None:
         """Close the pool if the store made it; later operations raise PostgresNotAppliedError."""

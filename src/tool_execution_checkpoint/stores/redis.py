@@ -5,9 +5,11 @@ Layout on one server, under a prefix (``"tec:"`` by default) that the store owns
 
 - ``{prefix}rec:{key}``: a hash ``{revision, status, updated_us, record}``, where
   ``record`` is the exact JSON text of :meth:`Checkpoint.to_json` (UTF-8) and the other
-  fields are copies the scripts compare and index by;
-- ``{prefix}idx:{status}``: one sorted set per status, member = key, score =
-  ``updated_us`` (microseconds since the epoch), for :meth:`RedisStore.list_records`.
+  fields are copies the scripts compare and index by (``updated_us``: the record's
+  ``updatedAt`` in microseconds since the epoch);
+- ``{prefix}idx:{status}``: one sorted set per status, member = key, score = the time of
+  the key's last write on the server's clock (``TIME``, microseconds since the epoch), for
+  :meth:`RedisStore.list_records` (see :mod:`.redis_scripts`).
 
 Layout on a Redis Cluster (a ``redis+cluster://`` URL or a RedisCluster client). A Lua
 script may touch keys of one hash slot only, and the single-server scripts touch a record
@@ -44,7 +46,8 @@ asynchronous): see :class:`RedisStore` and the README.
 Every write is one Lua script run with EVALSHA, so Redis runs it atomically:
 create-if-absent inserts the hash only if the key does not exist (SET NX semantics) and
 adds the key to the index; compare-and-swap compares the stored revision, writes the new
-record and moves the key between the per-status indexes. A script that does not report
+record and moves the key between the per-status indexes; both score the key with the
+server's ``TIME``. A script that does not report
 success changed nothing. A swap to delivered is by default the same script with its
 effects kept out of the append-only file (see ``synchronous_delivered`` on
 :class:`RedisStore`). Reads are one HGET (then an EXISTS and a second HGET when it
@@ -75,6 +78,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import threading
 import time
@@ -127,6 +131,18 @@ from .core import (
     check_swap,
     decode_stored,
 )
+from .redis_scripts import (
+    CANDIDATES,
+    CREATE,
+    FETCH,
+    SCRIPTS,
+    STATUS_ORDER,
+    SWAP,
+    SWAP_RELAXED,
+    WRITTEN,
+    Script,
+    score_bound,
+)
 from .scratch import ScratchSpace
 
 __all__ = [
@@ -155,7 +171,6 @@ DEFAULT_CONNECT_TIMEOUT = 2.0
 """Seconds a store built from a URL waits for a connection before giving up."""
 
 _CEILING = TABLE.limits.ceiling_max_payload_bytes
-_STATUSES = tuple(Status)
 _FETCH_CHUNK = 256
 """How many records one listing round trip fetches at most."""
 
@@ -415,23 +430,6 @@ def _where(connection_kwargs: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Script:
-    """A Lua script known by its SHA-1 (as redis-py's Script computes it)."""
-
-    text: bytes
-    sha: bytes
-
-    @classmethod
-    def of(cls, text: str) -> _Script:
-        encoded = text.encode("utf-8")
-        return cls(encoded, hashlib.sha1(encoded).hexdigest().encode("ascii"))
-
-    def call(self, keys: Sequence[bytes], args: Sequence[bytes], *, write: bool) -> _Request:
-        command = (b"EVALSHA", self.sha, str(len(keys)).encode("ascii"), *keys, *args)
-        return _Request(command, write=write, script=self, route=keys[0])
-
-
-@dataclass(frozen=True, slots=True)
 class _Request:
     """One command to send once. ``write`` says whether a failure after sending leaves
     the outcome unknown; ``script`` is set for EVALSHA, to answer NOSCRIPT; ``route`` is
@@ -441,7 +439,7 @@ class _Request:
 
     args: tuple[bytes, ...]
     write: bool
-    script: _Script | None = None
+    script: Script | None = None
     route: bytes | None = None
 
 
@@ -470,112 +468,11 @@ def _packed(*commands: Sequence[bytes]) -> tuple[bytes]:
 
 _Operation = Generator[_Request | _Batch, object, _T]
 
-# Both write scripts check every key they will write before writing any, so that a
-# script that does not return 1 has changed nothing (a foreign value at an index key
-# would otherwise fail the script half-way: Redis does not roll scripts back).
-_USABLE_INDEX = """
-local function usable(index)
-  local kind = redis.call('TYPE', index)['ok']
-  return kind == 'zset' or kind == 'none'
-end
-"""
 
-# KEYS[1]: the record's hash; KEYS[2]: the index of its status.
-# ARGV: revision, status, updated_us, record JSON, key.
-_CREATE = _Script.of(
-    "#!lua\n"
-    + _USABLE_INDEX
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
-end
-if not usable(KEYS[2]) then
-  return redis.error_reply('WRONGTYPE an index key of the store holds a foreign value')
-end
-redis.call('HSET', KEYS[1], 'revision', ARGV[1], 'status', ARGV[2],
-  'updated_us', ARGV[3], 'record', ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
-return 1
-"""
-)
-
-# The status names, in the order of the index keys a swap passes, written into the
-# script's text (they are plain identifiers, safe between Lua quotes) rather than sent
-# with every swap.
-_LUA_STATUSES = (
-    "local statuses = {" + ", ".join(f"'{status.value}'" for status in _STATUSES) + "}\n"
-)
-
-# KEYS[1]: the record's hash; KEYS[i + 1]: the index of the status statuses[i].
-# ARGV: expected revision, revision, status, updated_us, record JSON, key.
-# Revisions are compared as decimal text: Lua numbers are doubles, revisions go to 2^63-1.
-_SWAP_BODY = """
-local stored = redis.call('HMGET', KEYS[1], 'revision', 'status')
-if stored[1] ~= ARGV[1] then
-  return 0
-end
-local old_index, new_index = false, false
-for i, name in ipairs(statuses) do
-  if name == stored[2] then old_index = KEYS[i + 1] end
-  if name == ARGV[3] then new_index = KEYS[i + 1] end
-end
-if not new_index or (old_index and not usable(old_index)) or not usable(new_index) then
-  return redis.error_reply('WRONGTYPE an index key of the store holds a foreign value')
-end
-redis.call('HSET', KEYS[1], 'revision', ARGV[2], 'status', ARGV[3],
-  'updated_us', ARGV[4], 'record', ARGV[5])
-if old_index then
-  redis.call('ZREM', old_index, ARGV[6])
-end
-redis.call('ZADD', new_index, ARGV[4], ARGV[6])
-return 1
-"""
-_SWAP = _Script.of("#!lua\n" + _USABLE_INDEX + _LUA_STATUSES + _SWAP_BODY)
-# The relaxed swap is the same script, its effects sent to replicas but not appended to
-# the append-only file: nothing waits for an fsync of it (see RedisStore, "Delivered
-# marks"). set_repl comes first, before any write, so all of the script's effects go
-# alike: the record's hash and its index entries are kept, or lost, together.
-_SWAP_RELAXED = _Script.of(
-    "#!lua\nredis.set_repl(redis.REPL_REPLICA)\n" + _USABLE_INDEX + _LUA_STATUSES + _SWAP_BODY
-)
-
-# KEYS: the indexes to read. ARGV[1]: the highest score to include.
-_CANDIDATES = _Script.of(
-    """#!lua flags=no-writes
-local found = {}
-for i = 1, #KEYS do
-  local members = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
-  for j = 1, #members do
-    found[#found + 1] = members[j]
-  end
-end
-return found
-"""
-)
-
-# KEYS: record hashes. Returns their record texts (false where absent, 0 where the hash
-# exists without its record field: a broken record, not an absent one).
-_FETCH = _Script.of(
-    """#!lua flags=no-writes
-local found = {}
-for i = 1, #KEYS do
-  found[i] = redis.call('HGET', KEYS[i], 'record')
-  if not found[i] and redis.call('EXISTS', KEYS[i]) == 1 then
-    found[i] = 0
-  end
-end
-return found
-"""
-)
-
-SCRIPTS: Mapping[str, str] = {
-    "create": _CREATE.text.decode(),
-    "swap": _SWAP.text.decode(),
-    "swap_relaxed": _SWAP_RELAXED.text.decode(),
-    "candidates": _CANDIDATES.text.decode(),
-    "fetch": _FETCH.text.decode(),
-}
-"""The Lua sources, for a baseline that runs them without the store (benchmarks)."""
+def _call(script: Script, keys: Sequence[bytes], args: Sequence[bytes], *, write: bool) -> _Request:
+    """EVALSHA of ``script``, routed by its first key."""
+    command = (b"EVALSHA", script.sha, str(len(keys)).encode("ascii"), *keys, *args)
+    return _Request(command, write=write, script=script, route=keys[0])
 
 
 def _answer(reply: object) -> bool:
@@ -587,20 +484,6 @@ def _answer(reply: object) -> bool:
         "the Redis server gave a reply to a write the store does not understand: it may "
         "or may not have been applied; read the record back and decide again"
     )
-
-
-def _score_bound(updated_before_us: int | None) -> bytes:
-    """The inclusive highest score that can hold a record updated before the bound.
-
-    Scores are doubles, exact only up to 2^53 microseconds (years 1685 to 2255); rounding
-    is monotonic, so ``u < b`` implies ``float(u) <= float(b)``: the range is a superset,
-    and the exact integer comparison is made on each fetched record."""
-    if updated_before_us is None:
-        return b"+inf"
-    try:
-        return repr(float(updated_before_us)).encode("ascii")
-    except OverflowError:
-        return b"+inf" if updated_before_us > 0 else b"-inf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,7 +596,7 @@ class _Layout:
             {status: head + b"idx:" + status.value.encode() for status in Status} for head in heads
         )
         self._all_indexes = tuple(
-            tuple(indexes[status] for status in _STATUSES) for indexes in self._indexes
+            tuple(indexes[status] for status in STATUS_ORDER) for indexes in self._indexes
         )
 
     @property
@@ -748,7 +631,7 @@ class _Layout:
             key.encode("utf-8"),
         )
         keys = (self.record_key(key), self.index_key(key, record.status))
-        return _answer((yield _CREATE.call(keys, args, write=True)))
+        return _answer((yield _call(CREATE, keys, args, write=True)))
 
     def swap(self, key: str, expected_revision: int, record: Checkpoint) -> _Operation[bool]:
         record = check_swap(key, expected_revision, record)
@@ -762,8 +645,8 @@ class _Layout:
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
         relaxed = self.relax and record.status in TABLE.relaxed_statuses
-        script = _SWAP_RELAXED if relaxed else _SWAP
-        return _answer((yield script.call(keys, args, write=True)))
+        script = SWAP_RELAXED if relaxed else SWAP
+        return _answer((yield _call(script, keys, args, write=True)))
 
     def get(self, key: str) -> _Operation[Mapping[str, Any] | None]:
         check_key(key)
@@ -782,27 +665,49 @@ class _Layout:
                 )
         return _parse_record(reply)
 
+    def clock(self) -> _Operation[int]:
+        """The server's TIME in microseconds; on a cluster the earliest of the masters'
+        (one TIME per shard), so that no record looks older than its own master's clock
+        makes it."""
+        first = STATUS_ORDER[0]
+        times = tuple(
+            _Request((b"TIME",), write=False, route=indexes[first]) for indexes in self._indexes
+        )
+        return min(_time_us(reply) for reply in _array((yield _Batch(times))))
+
+    def written(self, key: str) -> _Operation[int | None]:
+        check_key(key)
+        keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
+        reply = yield _call(WRITTEN, keys, (key.encode("utf-8"),), write=False)
+        return None if reply is None else _score_us(reply)
+
     def list_records(
         self,
         statuses: Collection[Status],
-        updated_before_us: int | None,
+        written_before_us: int | None,
         after_key: str | None,
         limit: int,
     ) -> _Operation[list[RecordSummary | BrokenRecord]]:
-        query = check_listing(statuses, updated_before_us, after_key, limit)
+        query = check_listing(statuses, written_before_us, after_key, limit)
         if not query.statuses:
             return []
-        before, after = query.updated_before_us, query.after_key
-        wanted = tuple(status for status in _STATUSES if status in query.statuses)
-        members: set[str] = set()
-        bound = _score_bound(before)
+        before, after = query.written_before_us, query.after_key
+        wanted = tuple(status for status in STATUS_ORDER if status in query.statuses)
+        written: dict[str, int] = {}
+        bound = score_bound(before)
         shards = tuple(  # one script per shard: each touches one slot
-            _CANDIDATES.call(tuple(indexes[status] for status in wanted), (bound,), write=False)
+            _call(CANDIDATES, tuple(indexes[status] for status in wanted), (bound,), write=False)
             for indexes in self._indexes
         )
         for reply in _array((yield _Batch(shards))):
-            members.update(_text(member) for member in _array(reply))
-        candidates = sorted(member for member in members if after is None or member > after)
+            pairs = _array(reply)
+            for member, score in zip(pairs[0::2], pairs[1::2], strict=True):
+                written[_text(member)] = _score_us(score)
+        candidates = sorted(
+            key
+            for key, us in written.items()
+            if (after is None or key > after) and (before is None or us < before)
+        )
         found: list[RecordSummary | BrokenRecord] = []
         position = 0
         while position < len(candidates) and len(found) < query.limit:
@@ -813,7 +718,7 @@ class _Layout:
                 by_shard.setdefault(self.shard_of(key), []).append(key)
             groups = [by_shard[shard] for shard in sorted(by_shard)]
             fetches = tuple(
-                _FETCH.call(tuple(self.record_key(key) for key in group), (), write=False)
+                _call(FETCH, tuple(self.record_key(key) for key in group), (), write=False)
                 for group in groups
             )
             texts: dict[str, object] = {}
@@ -823,10 +728,8 @@ class _Layout:
                 text = texts[key]
                 if text is None or text is False:  # Lua's false for a missing hash
                     continue
-                line = _listed(key, text)
-                if isinstance(line, BrokenRecord) or (
-                    line.status in query.statuses and (before is None or line.updated_us < before)
-                ):
+                line = _listed(key, text, written[key])
+                if isinstance(line, BrokenRecord) or query.admits(line):
                     found.append(line)
         return found
 
@@ -860,8 +763,9 @@ def _parse_record(reply: object) -> Mapping[str, Any]:
     return decode_stored(reply).mapping
 
 
-def _listed(key: str, text: object) -> RecordSummary | BrokenRecord:
-    """The listing line of a record text _FETCH read (0: a hash without its record)."""
+def _listed(key: str, text: object, written_us: int) -> RecordSummary | BrokenRecord:
+    """The listing line of a record text FETCH read (0: a hash without its record),
+    written at ``written_us`` (its index score)."""
     if text == 0:
         missing = CheckpointError(
             ErrorCode.INVALID_CHECKPOINT, "the record's hash has no record field"
@@ -870,9 +774,32 @@ def _listed(key: str, text: object) -> RecordSummary | BrokenRecord:
     if not isinstance(text, bytes):
         raise RedisReplyError("the Redis server gave a reply the store does not understand")
     try:
-        return RecordSummary.of(key, decode_stored(text).checkpoint)
+        return RecordSummary.of(key, decode_stored(text).checkpoint, written_us=written_us)
     except CheckpointError as error:
         return BrokenRecord.of(key, error)
+
+
+def _score_us(score: object) -> int:
+    """An index score (the time of a write) as whole microseconds."""
+    try:
+        value = float(score) if isinstance(score, bytes) else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise RedisReplyError(
+            "the store's index holds a score that is not a time: a foreign value under the "
+            "store's prefix"
+        )
+    return int(value)
+
+
+def _time_us(reply: object) -> int:
+    """A TIME reply (seconds, microseconds) as microseconds since the epoch."""
+    parts = _array(reply)
+    if len(parts) != 2 or not all(isinstance(part, bytes) and part.isdigit() for part in parts):
+        raise RedisReplyError("the Redis server gave a reply the store does not understand")
+    seconds, micros = (int(cast(bytes, part)) for part in parts)
+    return seconds * 1_000_000 + micros
 
 
 def _config_value(reply: object) -> str | None:
@@ -1481,17 +1408,30 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
         writes the record and moves the key between the status indexes."""
         return self._run(self._layout.swap(key, expected_revision, record))
 
+    def clock_us(self) -> int:
+        """The server's TIME, in microseconds since the epoch: the clock every write
+        stamps its index score with. On a cluster, the earliest of the masters' TIME (one
+        per shard, pipelined), so a listing never takes a record for older than its own
+        master's clock makes it."""
+        return self._run(self._layout.clock())
+
+    def written_us(self, key: str) -> int | None:
+        """When the record under ``key`` was last written, on its server's clock (its
+        index score), or None when no hash is there or its status indexes it nowhere.
+        One read-only script."""
+        return self._run(self._layout.written(key))
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last updated before ``updated_before_us``, in
-        key order after ``after_key``, at most ``limit`` (as
-        :meth:`MemoryStore.list_records`).
+        """Records in any of ``statuses`` last written before ``written_before_us`` on
+        the server's clock (as :meth:`clock_us`), in key order after ``after_key``, at
+        most ``limit`` (as :meth:`MemoryStore.list_records`).
 
         One read-only script per shard (one on a single node, :data:`CLUSTER_SHARDS` on
         a cluster) reads the matching keys of the shard's per-status indexes
@@ -1504,7 +1444,7 @@ class RedisStore(_RedisStoreBase[redis.Redis | redis.cluster.RedisCluster]):
         change during the call are shown as they are when fetched, or left out if they
         no longer match; a page is shorter than ``limit`` only when no more records
         matched."""
-        return self._run(self._layout.list_records(statuses, updated_before_us, after_key, limit))
+        return self._run(self._layout.list_records(statuses, written_before_us, after_key, limit))
 
     def check_durability(self, *, on_weak: OnWeak = "raise") -> DurabilityReport:
         """Read the server's persistence settings (CONFIG GET appendonly, appendfsync,
@@ -1787,17 +1727,25 @@ class AsyncRedisStore(_RedisStoreBase[redis.asyncio.Redis | redis.asyncio.cluste
         """See :meth:`RedisStore.compare_and_swap`."""
         return await self._run(self._layout.swap(key, expected_revision, record))
 
+    async def clock_us(self) -> int:
+        """See :meth:`RedisStore.clock_us`."""
+        return await self._run(self._layout.clock())
+
+    async def written_us(self, key: str) -> int | None:
+        """See :meth:`RedisStore.written_us`."""
+        return await self._run(self._layout.written(key))
+
     async def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`RedisStore.list_records`."""
         return await self._run(
-            self._layout.list_records(statuses, updated_before_us, after_key, limit)
+            self._layout.list_records(statuses, written_before_us, after_key, limit)
         )
 
     async def check_durability(self, *, on_weak: OnWeak = "raise") -> DurabilityReport:

@@ -26,6 +26,10 @@ between tries and starves a waiting process while others keep writing). WAL need
 shared memory, so the file must be on a local file system, not a network share. Do not
 carry a store across ``fork()``: open it in the child.
 
+Its clock is the host's: a record was written at its ``updatedAt``, which every process
+on the one machine stamps with the same clock (see
+:class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`).
+
 The schema is created on first use and versioned in ``tec_meta``; a file whose schema is
 newer than this library's is refused, never rewritten. Tables are prefixed ``tec_``; give
 the store a file of its own.
@@ -152,13 +156,14 @@ _ODD_BOUNDS: tuple[tuple[object, ...], ...] = (
     *((status, _INT64_MAX) for status in _KNOWN),
 )
 _SELECT_RECORD = "SELECT CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
+_SELECT_WRITTEN = "SELECT updated_us, CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
 _BEGIN = "BEGIN IMMEDIATE"
 _INITIAL_REVISION = TABLE.initial_revision
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _from_iso = datetime.fromisoformat
 
-_READS = frozenset({"get", "list_records"})
+_READS = frozenset({"get", "list_records", "written_us"})
 
 _T = TypeVar("_T")
 
@@ -645,18 +650,39 @@ class SQLiteStore:
             return None
         return decode_stored(_stored_bytes(row[0])).mapping
 
+    def clock_us(self) -> int:
+        """The time now on the host's clock, in microseconds since the epoch."""
+        return time.time_ns() // 1_000
+
+    def written_us(self, key: str) -> int | None:
+        """The ``updatedAt`` of the record under ``key`` in microseconds (its indexed
+        column, or its record's when that is not an integer); None when no row is there
+        or neither reads."""
+        check_key(key)
+        with self._lock:
+            cursor = self._open_cursor()
+            try:
+                row = self._patiently(cursor, _SELECT_WRITTEN, (key,)).fetchone()
+            except sqlite3.Error as error:
+                raise self._failure(error, "written_us") from error
+        if row is None or type(row[0]) is int:
+            return None if row is None else int(row[0])
+        line = self._listed(key, None, row[1])
+        return line.written_us if isinstance(line, RecordSummary) else None
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last updated before ``updated_before_us``
-        (microseconds since the epoch; None for any time), in key order, starting after
-        ``after_key``, at most ``limit`` (at least 1) of them. Page by passing the last
-        key back. Reads the indexed columns, not the records.
+        """Records in any of ``statuses`` last written before ``written_before_us``
+        (microseconds since the epoch on the host's clock, the records' ``updatedAt``;
+        None for any time), in key order, starting after ``after_key``, at most ``limit``
+        (at least 1) of them. Page by passing the last key back. Reads the indexed
+        columns, not the records.
 
         A row whose columns cannot place it (its status column is no status, its
         ``updated_us`` no integer, or another column is not what this store writes) is
@@ -668,9 +694,9 @@ class SQLiteStore:
         Raises CheckpointError INVALID_ARGUMENT for a ``statuses`` that is a str or holds
         something that is not a status, a ``limit`` below 1, or an argument of the wrong
         type."""
-        listing = check_listing(statuses, updated_before_us, after_key, limit)
+        listing = check_listing(statuses, written_before_us, after_key, limit)
         wanted = sorted(status.value for status in listing.statuses)
-        before, after, limit = listing.updated_before_us, listing.after_key, listing.limit
+        before, after, limit = listing.written_before_us, listing.after_key, listing.limit
         if not wanted:  # check_listing bounded the rest to what SQLite's integers hold
             return []
         found: list[RecordSummary | BrokenRecord] = []
@@ -680,11 +706,7 @@ class SQLiteStore:
                 if cut is not None and key > cut:
                     break
                 line = self._listed(key, rows.get(key), odd.get(key))
-                if isinstance(line, BrokenRecord) or (
-                    line is not None
-                    and line.status in listing.statuses
-                    and (before is None or line.updated_us < before)
-                ):
+                if isinstance(line, BrokenRecord) or (line is not None and listing.admits(line)):
                     found.append(line)
                     if len(found) == limit:
                         return found
@@ -820,6 +842,7 @@ def _summary(row: Sequence[object]) -> RecordSummary | None:
         revision=revision,
         updated_at=updated_at_text,
         updated_us=updated_us,
+        written_us=updated_us,
     )
 
 
@@ -886,11 +909,19 @@ class AsyncSQLiteStore:
         swap = functools.partial(self.store.compare_and_swap, key, expected_revision, record)
         return await self._run(swap)
 
+    async def clock_us(self) -> int:
+        """See :meth:`SQLiteStore.clock_us`."""
+        return self.store.clock_us()
+
+    async def written_us(self, key: str) -> int | None:
+        """See :meth:`SQLiteStore.written_us`."""
+        return await self._run(functools.partial(self.store.written_us, key))
+
     async def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary | BrokenRecord]:
@@ -898,7 +929,7 @@ class AsyncSQLiteStore:
         listing = functools.partial(
             self.store.list_records,
             statuses,
-            updated_before_us=updated_before_us,
+            written_before_us=written_before_us,
             after_key=after_key,
             limit=limit,
         )

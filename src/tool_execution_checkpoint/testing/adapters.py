@@ -49,21 +49,36 @@ class SyncStoreAdapter:
         """See :meth:`CheckpointStore.compare_and_swap`."""
         return self.run(self.inner.compare_and_swap(key, expected_revision, record))
 
+    def _operation(self, name: str) -> Any:
+        """The async store's ``name`` (an operator's operation it must offer too)."""
+        operation = getattr(self.inner, name, None)
+        if operation is None:
+            raise TypeError(f"the async store has no {name}")
+        return operation
+
+    def clock_us(self) -> int:
+        """See :meth:`OperableCheckpointStore.clock_us`."""
+        now: int = self.run(self._operation("clock_us")())
+        return now
+
+    def written_us(self, key: str) -> int | None:
+        """See :meth:`OperableCheckpointStore.written_us`."""
+        written: int | None = self.run(self._operation("written_us")(key))
+        return written
+
     def list_records(
         self,
         statuses: Collection[Status],
         *,
-        updated_before_us: int | None = None,
+        written_before_us: int | None = None,
         after_key: str | None = None,
         limit: int = 1_000,
     ) -> list[RecordSummary]:
         """See :meth:`OperableCheckpointStore.list_records` (the async store must offer
         ``list_records`` too)."""
-        listing = getattr(self.inner, "list_records", None)
-        if listing is None:
-            raise TypeError("the async store has no list_records")
+        listing = self._operation("list_records")
         found: list[RecordSummary] = self.run(
-            listing(statuses, updated_before_us=updated_before_us, after_key=after_key, limit=limit)
+            listing(statuses, written_before_us=written_before_us, after_key=after_key, limit=limit)
         )
         return found
 

@@ -14,10 +14,12 @@ BMP, payloads at the payload ceiling to the byte, keys sharing prefixes of up to
 characters), the store-contract state machine of
 :mod:`tool_execution_checkpoint.testing.contract`, the model-based protocol harness and a
 threaded stress check; :class:`OperableStoreConformance` adds listings checked against
-the model for every status filter, age bound and page size, and pruning. Knobs are class
+the model for every status filter, time bound and page size, pruning, and ages on the
+store's clock (writers with skewed clocks; see :mod:`.listings`). Knobs are class
 attributes: ``harness_workers``, ``harness_keys``, ``harness_examples``,
 ``harness_steps``, ``harness_faults``, ``contract_examples``, ``contract_steps``,
-``payload_ceiling_bytes``, ``stress_threads`` and ``stress_keys``. The example budgets
+``payload_ceiling_bytes``, ``stress_threads``, ``stress_keys`` and, for an operable
+store, ``store_clock``. The example budgets
 also follow the settings profile chosen by the ``TOOL_CHECKPOINT_HARNESS`` environment
 variable (see :mod:`tool_execution_checkpoint.testing.profiles`).
 
@@ -57,29 +59,24 @@ from ..stores.core import (
     OperableCheckpointStore,
     RecordSummary,
     StoreError,
+    check_listing,
     checkpoint_key,
 )
 from ..stores.memory import MemoryStore
 from ..table import Action, Status
 from ..transitions import (
-    Transition,
     claim_delivery,
     claim_execution,
-    complete_delivery,
     complete_execution,
     create_checkpoint,
     decide_checkpoint,
-    mark_execution_uncertain,
 )
-from ..validation import timestamp_microseconds
 from .adapters import as_sync_store
 from .contract import (
-    AGE_BOUNDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
     STATUS_FILTERS,
     canonical_json,
     ceiling_payload,
-    check_paging,
     contract_machine,
     difference,
     edge_payloads,
@@ -88,6 +85,17 @@ from .contract import (
 )
 from .faults import Fault, FaultyStore
 from .harness import ProtocolMachine, protocol_machine
+from .listings import (
+    check_paging,
+    check_store_clock,
+    check_whole_listing,
+    clock_past,
+    drive,
+    selected,
+    timed,
+    written_bounds,
+    written_times,
+)
 from .profiles import active_profile
 from .stress import threaded_stress
 
@@ -105,6 +113,9 @@ GARBAGE_SECRET = "s3cr3t-garbage-7f1c"
 """A marker every generated garbage value holds, that no error may show."""
 
 NOW = "2026-01-01T00:00:00Z"
+_NOT_OPERABLE = "the store has no list_records, clock_us or written_us"
+_GAP_US = 200_000
+"""How far a store's clock moves on between two groups of records told apart by age."""
 
 
 def read_back_landed(store: CheckpointStore, key: str, attempt_next: Any) -> bool:
@@ -605,78 +616,63 @@ def _put(store: CheckpointStore, key: str, chain: list[Checkpoint]) -> None:
         )
 
 
-def _drive(store: CheckpointStore, binding: Binding, target: Status, at: str) -> None:
-    """Create the record for ``binding`` and move it to ``target`` through the table's
-    transitions, each written by CAS (the shortest way, owned ids, a small payload)."""
-    key = checkpoint_key(binding)
-    record = create_checkpoint(binding, created_at=at)
-    assert store.create_if_absent(key, record)
-    steps: dict[Status, list[Callable[[Checkpoint], Transition]]] = {
-        Status.EXECUTING: [lambda r: claim_execution(r, attempt_id="a", at=at)],
-        Status.UNCERTAIN: [
-            lambda r: claim_execution(r, attempt_id="a", at=at),
-            lambda r: mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out"),
-        ],
-        Status.COMPLETED: [
-            lambda r: claim_execution(r, attempt_id="a", at=at),
-            lambda r: complete_execution(r, attempt_id="a", at=at, result={"n": 1}),
-        ],
-    }
-    steps[Status.DELIVERING] = [
-        *steps[Status.COMPLETED],
-        lambda r: claim_delivery(r, delivery_id="d", at=at),
-    ]
-    steps[Status.DELIVERED] = [
-        *steps[Status.DELIVERING],
-        lambda r: complete_delivery(r, delivery_id="d", at=at),
-    ]
-    for step in steps.get(target, []):
-        transition = step(record)
-        assert store.compare_and_swap(key, transition.expected_revision, transition.next)
-        record = transition.next
-
-
 class OperableStoreConformance(StoreConformance):
-    """StoreConformance plus the operator's listing and pruning, for stores that offer
-    ``list_records`` (every store of this package does)."""
+    """StoreConformance plus the operator's listing and pruning, and ages on the store's
+    clock, for stores that offer ``list_records``, ``clock_us`` and ``written_us`` (every
+    store of this package does)."""
 
     OLD: ClassVar[str] = "2026-01-01T00:00:00Z"
     NEW: ClassVar[str] = "2026-06-01T00:00:00Z"
+    store_clock: ClassVar[bool | None] = None
+    """True for a store with a clock of its own (a database server's) that notes the
+    time of every write on it; False for a store that takes each record's ``updatedAt``
+    (its writers share its host's clock); None to accept either, the checks finding out
+    which and holding the store to it."""
     _operable: ClassVar[bool] = True
+
+    def _operable_store(self) -> OperableCheckpointStore:
+        store = self._store()
+        assert isinstance(store, OperableCheckpointStore), _NOT_OPERABLE
+        return store
 
     def test_every_listing_filter_pages_like_the_model(self) -> None:
         """Records in every status (pruned tombstones too) at four times, under keys
-        sharing long prefixes: every one of the 64 status filters with every age bound
-        (none, and one microsecond before, on and after each time) is paged through and
-        each page must be the model's page (see
+        sharing long prefixes: the whole listing must be the model's; every one of the
+        64 status filters with every time bound (none, and one microsecond before, on
+        and after four of the times the store wrote records at) is paged through and each
+        page must be the expected page (see
         :func:`~tool_execution_checkpoint.testing.contract.check_paging`); the whole
         listing is paged with every page size from 1 to one past the record count."""
-        store, model = self._store(), MemoryStore()
-        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        store, model = self._operable_store(), MemoryStore()
         keys = itertools.chain.from_iterable(prefix_sharing_keys((32, 40, 64, 128, 200, 254, 255)))
         made = records_in_every_state(keys, lambda n: self._binding(f"listed-{n}-\U0001f600"))
         for key, chain in made:
             _put(store, key, chain)
             _put(model, key, chain)
+        reference = check_whole_listing(store, model)
+        bounds = written_bounds(reference)
         sizes = (1, 2, 3, 5, 8, 1_000)
-        for number, (statuses, before) in enumerate(itertools.product(STATUS_FILTERS, AGE_BOUNDS)):
-            check_paging(store, model, statuses, before, sizes[number % len(sizes)])
+        for number, (statuses, before) in enumerate(itertools.product(STATUS_FILTERS, bounds)):
+            check_paging(store, reference, statuses, before, sizes[number % len(sizes)])
         for limit in range(1, len(made) + 2):
-            check_paging(store, model, list(Status), None, limit)
+            check_paging(store, reference, list(Status), None, limit)
 
     def test_any_listing_query_answers_like_the_model(self) -> None:
-        """Property-based: for generated arguments (any statuses, wrong ones too; age
-        bounds at, around and far past the records' times, negative, past 64 bits or not
-        integers; cursors that are stored keys, a character off one, any text or not
-        text; limits from negative to large), the store answers exactly as the model: the
-        same page, or the same CheckpointError code and field."""
-        store, model, bindings = self._filled()
-        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        """Property-based: for generated arguments (any statuses, wrong ones too; time
+        bounds at, around and far past the times the store wrote the records at,
+        negative, past 64 bits or not integers; cursors that are stored keys, a character
+        off one, any text or not text; limits from negative to large), the store answers
+        exactly as the model's whole listing says it must (see
+        :func:`~tool_execution_checkpoint.testing.contract.selected`): the same page, or
+        the same CheckpointError code and field as ``check_listing``."""
+        store, model, bindings, _, _ = self._filled()
+        reference = check_whole_listing(store, model)
         keys = sorted(checkpoint_key(binding) for binding in bindings)
-        times = [timestamp_microseconds(stamp) for stamp in (self.OLD, self.NEW)]
+        times = [line.written_us for line in reference if isinstance(line, RecordSummary)]
         bounds = st.one_of(
             st.none(),
-            st.sampled_from([t + d for t in times for d in (-1, 0, 1)]),
+            st.sampled_from([t + d for t in (min(times), max(times)) for d in (-1, 0, 1)]),
+            st.sampled_from(times),
             st.sampled_from([0, -1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30]),
             st.integers(),
             st.sampled_from([1.5, "1", True, float("nan")]),
@@ -698,11 +694,23 @@ class OperableStoreConformance(StoreConformance):
             st.integers(-2, 2 * len(keys)), st.sampled_from([10**6, 2**63, 2.0, "3", None])
         )
 
-        def answer(target: OperableCheckpointStore, query: dict[str, Any]) -> object:
+        def answer(query: dict[str, Any]) -> object:
             try:
-                return target.list_records(**query)
+                return timed(store.list_records(**query))
             except CheckpointError as error:
                 return (error.code, error.field)
+
+        def expected(query: dict[str, Any]) -> object:
+            try:
+                listing = check_listing(
+                    query["statuses"],
+                    query["written_before_us"],
+                    query["after_key"],
+                    query.get("limit", 1_000),
+                )
+            except CheckpointError as error:
+                return (error.code, error.field)
+            return timed(selected(reference, listing))
 
         @settings(
             max_examples=60,
@@ -719,40 +727,52 @@ class OperableStoreConformance(StoreConformance):
         @example(list(Status), None, None, -1)
         @given(statuses, bounds, cursors, limits)
         def check(chosen: list[Any], before: Any, after: Any, limit: Any) -> None:
-            query = {"statuses": chosen, "updated_before_us": before, "after_key": after}
+            query = {"statuses": chosen, "written_before_us": before, "after_key": after}
             if limit is not None:
                 query["limit"] = limit
-            expected = answer(model, query)
-            got = answer(store, query)
-            assert got == expected, f"list_records answered {got!r}, the model {expected!r}"
+            got, wanted = answer(query), expected(query)
+            assert got == wanted, f"list_records answered {got!r}, the model {wanted!r}"
 
         check()
 
-    def _filled(self) -> tuple[CheckpointStore, MemoryStore, list[Binding]]:
-        store, model = self._store(), MemoryStore()
-        bindings = []
-        for index, (status, stamp) in enumerate(
-            (status, stamp) for status in Status for stamp in (self.OLD, self.NEW)
-        ):
-            binding = self._binding(f"call-{index:02d}-é")
-            for target in (store, model):
-                _drive(target, binding, status, stamp)
-            bindings.append(binding)
-        return store, model, bindings
+    def _filled(self) -> tuple[OperableCheckpointStore, MemoryStore, list[Binding], int, int]:
+        """A record in every status stamped OLD, then (once the store's clock has moved
+        on by a fifth of a second past their writes) one in every status stamped NEW, in
+        the store and in the model; return them, the bindings and a time between the two
+        groups' writes on the store's clock and on the model's: the OLD group is the
+        older one on any store's clock."""
+        store, model = self._operable_store(), MemoryStore()
+        bindings: list[Binding] = []
+        for stamp in (self.OLD, self.NEW):
+            if bindings:
+                clock_past(store, max(written_times(store, bindings)) + _GAP_US)
+            for status in Status:
+                binding = self._binding(f"call-{len(bindings):02d}-é")
+                for target in (store, model):
+                    drive(target, binding, status, stamp)
+                bindings.append(binding)
+        half = len(bindings) // 2
+
+        def between(target: OperableCheckpointStore) -> int:
+            older, newer = (
+                written_times(target, bindings[:half]),
+                written_times(target, bindings[half:]),
+            )
+            return (max(older) + min(newer)) // 2
+
+        return store, model, bindings, between(store), between(model)
 
     def test_list_records_matches_the_model(self) -> None:
-        store, model, _ = self._filled()
-        assert isinstance(store, OperableCheckpointStore)
-        cutoff = timestamp_microseconds("2026-03-01T00:00:00Z")
-        queries: list[tuple[list[Status], int | None]] = [
-            (list(Status), None),
-            ([Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING], cutoff),
-            ([Status.DELIVERED], None),
-            ([], None),
+        store, model, _, between, model_between = self._filled()
+        queries: list[tuple[list[Status], int | None, int | None]] = [
+            (list(Status), None, None),
+            ([Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING], between, model_between),
+            ([Status.DELIVERED], None, None),
+            ([], None, None),
         ]
-        for statuses, before in queries:
-            expected = model.list_records(statuses, updated_before_us=before)
-            assert store.list_records(statuses, updated_before_us=before) == expected
+        for statuses, before, model_before in queries:
+            expected = model.list_records(statuses, written_before_us=model_before)
+            assert store.list_records(statuses, written_before_us=before) == expected
         pages: list[RecordSummary | BrokenRecord] = []
         after = None
         while page := store.list_records(list(Status), after_key=after, limit=3):
@@ -762,16 +782,18 @@ class OperableStoreConformance(StoreConformance):
         assert pages == model.list_records(list(Status))
 
     def test_prune_drops_only_old_delivered_payloads_and_keeps_tombstones(self) -> None:
-        store, model, bindings = self._filled()
-        assert isinstance(store, OperableCheckpointStore)
+        """A retention that ends between the OLD and the NEW group on the store's clock
+        prunes the OLD delivered record alone, as it does on the model; every tombstone
+        still answers a replay."""
+        store, model, bindings, between, model_between = self._filled()
         before = {checkpoint_key(b): store.get(checkpoint_key(b)) for b in bindings}
-        month = 30 * 86_400 * 1_000_000
         # prune_delivered pages until a page is empty: check that listing first, so a
         # cursor that repeats its last key fails here instead of looping.
-        cutoff = timestamp_microseconds("2026-06-02T00:00:00Z") - month
-        check_paging(store, model, [Status.DELIVERED], cutoff, 500)
-        pruned = prune_delivered(store, retention_us=month, at="2026-06-02T00:00:00Z")
-        assert pruned == prune_delivered(model, retention_us=month, at="2026-06-02T00:00:00Z")
+        check_paging(store, check_whole_listing(store, model), [Status.DELIVERED], None, 500)
+        at = "2026-06-02T00:00:00Z"
+        model_retention = model.clock_us() - model_between
+        pruned = prune_delivered(store, retention_us=store.clock_us() - between, at=at)
+        assert pruned == prune_delivered(model, retention_us=model_retention, at=at)
         assert pruned == PruneReport(pruned=1, broken=())
         for binding in bindings:
             key = checkpoint_key(binding)
@@ -785,6 +807,14 @@ class OperableStoreConformance(StoreConformance):
                 replay = create_checkpoint(binding, created_at="2026-06-03T00:00:00Z")
                 assert store.create_if_absent(key, replay) is False
 
+    def test_ages_are_measured_on_the_stores_clock(self) -> None:
+        """Writers whose clocks are off (30 days behind, 2 hours ahead): a store with a
+        clock of its own lists their records at when it wrote them, not at their
+        ``updatedAt``, so neither listings of old records nor pruning take them for older
+        or younger than they are; ``store_clock`` says which kind the store must be (see
+        :func:`~tool_execution_checkpoint.testing.listings.check_store_clock`)."""
+        check_store_clock(self._operable_store(), self._binding, self.store_clock)
+
     def test_listings_and_pruning_go_on_past_garbage(self) -> None:
         """Garbage that ``write_raw`` stores among delivered records never stops or
         breaks a listing or ``prune_delivered``: every page size lists every key once, in
@@ -792,12 +822,11 @@ class OperableStoreConformance(StoreConformance):
         columns), the valid records exactly as the model lists them; pruning drops every
         old payload and reports the garbage keys, in key order, as broken."""
         write_raw = self._raw_writer()
-        store, model = self._store(), MemoryStore()
-        assert isinstance(store, OperableCheckpointStore), "the store has no list_records"
+        store, model = self._operable_store(), MemoryStore()
         bindings = [self._binding(f"around-garbage-{n}") for n in range(4)]
         for binding in bindings:
-            _drive(store, binding, Status.DELIVERED, self.OLD)
-            _drive(model, binding, Status.DELIVERED, self.OLD)
+            drive(store, binding, Status.DELIVERED, self.OLD)
+            drive(model, binding, Status.DELIVERED, self.OLD)
         secret = GARBAGE_SECRET.encode()
         garbage = [b"null", b"\xff" + secret, b'["' + secret + b'"]', b"[" * 100_000, secret]
         broken = sorted(checkpoint_key(self._binding(f"garbage-{n}")) for n in range(5))

@@ -13,10 +13,13 @@ store makes on its own, at the edges where real adapters break:
   :data:`EDGE_STRINGS`, :func:`ceiling_payload`).
 - **Keys kept whole.** Keys of up to 256 characters that share long prefixes (up to 255
   characters) must name different records (:func:`prefix_sharing_keys`).
-- **Listings as a property.** ``list_records`` paged with every page size from 1 up
-  must return, page by page, exactly what the model returns: each page the model's page
-  (so no short or empty page while matches remain), no record twice, the union the
-  model's whole answer (:func:`check_paging`).
+- **Listings as a property.** A listing of every record with no time bound must be the
+  model's (:func:`check_whole_listing`); ``list_records`` paged with every page size
+  from 1 up, with time bounds on, before and after the times the store wrote the
+  records at (on its own clock: :func:`written_bounds`), must return, page by page,
+  exactly what that listing says it must: each page the expected page (so no short or
+  empty page while matches remain), no record twice, the union the whole answer
+  (:func:`check_paging`).
 - **Tombstones survive.** Records are taken to delivered and pruned often; after every
   step every record, a pruned tombstone included, must still read back exactly.
 
@@ -33,7 +36,7 @@ import functools
 import json
 import math
 import struct
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import combinations
 from typing import Any, ClassVar
 
@@ -42,7 +45,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ..operations import prune_delivered
 from ..records import Binding, Checkpoint
-from ..stores.core import BrokenRecord, CheckpointStore, OperableCheckpointStore, RecordSummary
+from ..stores.core import CheckpointStore, OperableCheckpointStore, RecordSummary
 from ..stores.memory import MemoryStore
 from ..table import TABLE, Status
 from ..transitions import (
@@ -57,7 +60,14 @@ from ..transitions import (
     release_delivery,
     release_execution,
 )
-from ..validation import timestamp_microseconds
+from .listings import (
+    Line,
+    check_paging,
+    check_whole_listing,
+    selected,
+    timed,
+    written_bounds,
+)
 
 __all__ = [
     "EDGE_FLOATS",
@@ -68,12 +78,16 @@ __all__ = [
     "canonical_json",
     "ceiling_payload",
     "check_paging",
+    "check_whole_listing",
     "contract_machine",
     "difference",
     "edge_payloads",
     "json_values",
     "prefix_sharing_keys",
     "records_in_every_state",
+    "selected",
+    "timed",
+    "written_bounds",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
@@ -145,16 +159,8 @@ STAMPS: tuple[str, ...] = (
     "2026-03-01T12:00:00+02:00",
     "2026-06-01T00:00:00Z",
 )
-"""The times records are written at, so that age bounds fall between, on and beside
-them."""
-
-_STAMP_US = sorted({timestamp_microseconds(stamp) for stamp in STAMPS})
-AGE_BOUNDS: tuple[int | None, ...] = (
-    None,
-    *sorted({moment + delta for moment in _STAMP_US for delta in (-1, 0, 1)}),
-)
-"""Every ``updated_before_us`` the listing checks use: none, and each stamp's instant
-one microsecond before, on and after."""
+"""The times records are stamped with (their ``updatedAt``). A store on its writers'
+host's clock lists them by these; a store with a clock of its own by when it wrote them."""
 
 STATUS_FILTERS: tuple[frozenset[Status], ...] = tuple(
     frozenset(chosen) for size in range(len(Status) + 1) for chosen in combinations(Status, size)
@@ -376,55 +382,6 @@ def key_sets(draw: st.DrawFn) -> list[str]:
     return [prefix + tail for tail in tails]
 
 
-# --- listing --------------------------------------------------------------------------
-
-
-def check_paging(
-    store: OperableCheckpointStore,
-    model: OperableCheckpointStore,
-    statuses: Collection[Status],
-    before: int | None,
-    limit: int,
-) -> list[RecordSummary | BrokenRecord]:
-    """Page through ``store.list_records(statuses, updated_before_us=before, limit=limit)``
-    passing each page's last key back, and check every page against the model's page for
-    the same arguments; return the records listed.
-
-    Raises:
-        AssertionError: a page differs from the model's (too long, short or empty while
-            matches remain, another order or other rows), a record is listed twice, or
-            the pages' union is not the model's whole answer.
-    """
-    what = f"list_records with {len(statuses)} statuses, an age bound of {before}, pages of {limit}"
-    expected = model.list_records(statuses, updated_before_us=before, limit=1_000_000)
-    seen: list[RecordSummary | BrokenRecord] = []
-    keys: set[str] = set()
-    after: str | None = None
-    for _ in range(len(expected) + 2):
-        page = store.list_records(statuses, updated_before_us=before, after_key=after, limit=limit)
-        wanted = model.list_records(
-            statuses, updated_before_us=before, after_key=after, limit=limit
-        )
-        if any(row.key in keys for row in page):
-            raise AssertionError(f"{what}: a record was listed on two pages")
-        if len(page) > limit:
-            raise AssertionError(f"{what}: a page held {len(page)} records")
-        if page != wanted:
-            if len(page) < len(wanted):
-                raise AssertionError(
-                    f"{what}: a page held {len(page)} records while {len(wanted)} matched"
-                )
-            raise AssertionError(f"{what}: a page differs from the model's")
-        if not page:
-            break
-        seen += page
-        keys.update(row.key for row in page)
-        after = page[-1].key
-    if seen != expected:
-        raise AssertionError(f"{what}: the pages together are not the model's answer")
-    return seen
-
-
 # --- the state machine ----------------------------------------------------------------
 
 
@@ -584,39 +541,64 @@ class ContractMachine(RuleBasedStateMachine):
             lambda store: store.compare_and_swap(key, old.revision, successor),
         )
 
+    def _reference(self) -> list[Line]:
+        assert isinstance(self.real, OperableCheckpointStore)
+        return check_whole_listing(self.real, self.model)
+
     @precondition(lambda self: self.operable)
     @rule(
         statuses=st.sets(st.sampled_from(Status)),
-        before=st.sampled_from(AGE_BOUNDS),
+        bound=st.integers(0, 12),
         limit=st.integers(2, 7),
     )
-    def listing(self, statuses: set[Status], before: int | None, limit: int) -> None:
-        """Page through a listing with pages of 1 and of ``limit``; every page must be
-        the model's."""
+    def listing(self, statuses: set[Status], bound: int, limit: int) -> None:
+        """Page through a listing with pages of 1 and of ``limit``, with a time bound
+        around a time a record was written at; every page must be the expected one."""
         assert isinstance(self.real, OperableCheckpointStore)
+        reference = self._reference()
+        bounds = written_bounds(reference)
         for size in (1, limit):
-            check_paging(self.real, self.model, statuses, before, size)
+            check_paging(self.real, reference, statuses, bounds[bound % len(bounds)], size)
 
     @precondition(lambda self: self.operable)
     @rule(retention=st.sampled_from([0, 1, 86_400_000_000]), at=st.sampled_from(STAMPS))
     def prune(self, retention: int, at: str) -> None:
-        """prune_delivered over both stores: the same count, tombstones kept."""
+        """prune_delivered on the store prunes exactly the delivered records written more
+        than ``retention`` ago on its clock (a record that sat on the edge while it ran
+        either way), keeping tombstones; the model is pruned alike."""
         assert isinstance(self.real, OperableCheckpointStore)
+        reference = self._reference()
         # prune_delivered pages by the last key until a page is empty: first check the
         # listing it will make, so a broken cursor fails here instead of looping.
-        cutoff = timestamp_microseconds(at) - retention
-        check_paging(self.real, self.model, [Status.DELIVERED], cutoff, 500)
-        expected = prune_delivered(self.model, retention_us=retention, at=at)
-        pruned = prune_delivered(self.real, retention_us=retention, at=at)
-        if pruned != expected:
+        check_paging(self.real, reference, [Status.DELIVERED], None, 500)
+        start = self.real.clock_us() - retention
+        report = prune_delivered(self.real, retention_us=retention, at=at)
+        end = self.real.clock_us() - retention
+        pruned = 0
+        for line in reference:
+            if not isinstance(line, RecordSummary) or line.status is not Status.DELIVERED:
+                continue
+            index = self.keys.index(line.key)
+            held = self._load(index)
+            assert held is not None and held.result is not None
+            read = self.real.get(line.key)
+            if read is None:
+                raise AssertionError("prune_delivered lost the record (a tombstone)")
+            now_pruned = (read.get("result") or {}).get("prunedAt") == at
+            if held.result.pruned_at is not None or not now_pruned:
+                if held.result.pruned_at is None and line.written_us < start:
+                    raise AssertionError("prune_delivered left a record older than retention")
+                continue
+            if line.written_us >= end:
+                raise AssertionError("prune_delivered pruned a record younger than retention")
+            step = prune_result(held, at=at, max_payload_bytes=self.ceiling)
+            assert self.model.compare_and_swap(line.key, step.expected_revision, step.next)
+            self.history[index].append(step.next)
+            pruned += 1
+        if report.pruned != pruned or report.broken:
             raise AssertionError(
-                f"prune_delivered pruned {pruned} records where the model pruned {expected}"
+                f"prune_delivered reported {report} where {pruned} records were pruned"
             )
-        for index, key in enumerate(self.keys):
-            raw = self.model.get(key)
-            history = self.history[index]
-            if raw is not None and (not history or history[-1].to_dict() != raw):
-                history.append(Checkpoint.from_dict(raw, max_payload_bytes=self.ceiling))
 
     @invariant()
     def every_record_reads_back_exactly(self) -> None:
@@ -630,15 +612,18 @@ class ContractMachine(RuleBasedStateMachine):
 
     @invariant()
     def a_listing_pages_like_the_model(self) -> None:
-        """For an operable store, after every step one more listing, its status filter,
-        age bound and page size (1 to 3) taken in turn from all of them."""
+        """For an operable store, after every step the whole listing is the model's and
+        one more listing pages as it must, its status filter, time bound and page size
+        (1 to 3) taken in turn from all of them."""
         if not self.operable or not self.keys:
             return
         assert isinstance(self.real, OperableCheckpointStore)
         self.turn += 1
+        reference = self._reference()
         statuses = STATUS_FILTERS[(self.turn * 37) % len(STATUS_FILTERS)]
-        before = AGE_BOUNDS[self.turn % len(AGE_BOUNDS)]
-        check_paging(self.real, self.model, statuses, before, 1 + self.turn % 3)
+        bounds = written_bounds(reference)
+        before = bounds[self.turn % len(bounds)]
+        check_paging(self.real, reference, statuses, before, 1 + self.turn % 3)
 
 
 def contract_machine(
