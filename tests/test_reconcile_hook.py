@@ -161,6 +161,24 @@ def test_an_async_hook_settles_an_async_call() -> None:
     assert inbox == [RECEIPT]
 
 
+def test_an_async_hook_that_raises_leaves_the_record_for_operators() -> None:
+    store = stuck_store()
+    before = store.get(KEY)
+
+    async def hook(stuck: StuckCall) -> Found:
+        raise LookupError(f"the provider has no charge {stuck.idempotency_key}")
+
+    async def tool() -> Any:
+        never_run()
+
+    outcome = asyncio.run(run_once_async(store, BINDING, tool, lambda _: None, reconcile=hook))
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the reconcile hook raised LookupError",
+    )
+    assert store.get(KEY) == before
+
+
 def test_without_a_hook_a_stuck_call_needs_reconciliation_as_before() -> None:
     outcome = run_once(stuck_store(), BINDING, never_run, lambda _: None)
     assert (outcome.status, outcome.reason) == (RunStatus.NEEDS_EXECUTION_RECONCILIATION, None)

@@ -24,6 +24,7 @@ from tool_execution_checkpoint import (
     checkpoint_key,
     claim_delivery,
     claim_execution,
+    complete_delivery,
     complete_execution,
     create_checkpoint,
     create_claimed,
@@ -36,6 +37,7 @@ from tool_execution_checkpoint.runner import (
     CallState,
     Create,
     Deliver,
+    Found,
     Get,
     HostProtocol,
     Phase,
@@ -656,3 +658,70 @@ def test_both_drivers_take_the_calls_token_from_new_id(driver: str) -> None:
     assert outcome.record is not None
     assert outcome.record.execution is not None
     assert outcome.record.execution.attempt_id == f"{token}.1"
+
+
+# --- operators, the reconcile hook and a lost record: the ids and the one answer ---------------
+
+
+def operator_confirms(record: Checkpoint) -> Any:
+    assert record.delivery is not None
+    return complete_delivery(record, delivery_id=record.delivery.delivery_id, at=AT)
+
+
+def test_a_result_that_landed_before_an_operator_moved_it_on_is_not_called_unstored() -> None:
+    # the result's write lands, its reply is lost, and an operator confirms the delivery
+    # before the read-back: the stored result is this call's own, so it is not overtaken
+    script = Script()
+    script.replies = {3: lost_reply, 4: first(operator_confirms, then=read)}
+    outcome = script.run()
+    assert (outcome.status, outcome.reason, outcome.unstored) == (
+        RunStatus.ALREADY_DELIVERED,
+        None,
+        None,
+    )
+    assert outcome.payload == {"messageId": "m-1"}
+
+
+def test_a_result_stored_over_an_uncertain_mark_is_resent_under_the_same_delivery_id() -> None:
+    script = Script()
+    script.replies = {3: first(operator_marks, then=refused), 5: fault}
+    outcome = script.run()
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    swaps = [request.transition.next for request in script.requests if isinstance(request, Swap)]
+    deliveries = [
+        s.delivery.delivery_id for s in swaps if s.delivery and not s.delivery.delivered_at
+    ]
+    assert deliveries == [f"{TOKEN}.2", f"{TOKEN}.3", f"{TOKEN}.3"]  # the resend keeps its id
+
+
+def stuck(store: MemoryStore | None = None) -> MemoryStore:
+    store = store or MemoryStore()
+    assert store.create_if_absent(KEY, create_claimed(BINDING, attempt_id="dead.1", at=AT).next)
+    return store
+
+
+def test_a_settle_another_worker_beat_is_followed_by_a_claim_with_a_new_id() -> None:
+    def other_settles(record: Checkpoint) -> Any:
+        return complete_execution(record, attempt_id="dead.1", at=AT, result={"by": "other"})
+
+    script = Script(store=stuck())
+    script.replies = {4: first(other_settles, then=refused)}
+    protocol = HostProtocol(BINDING, write_budget=0, reconciles=True)
+    request: Any
+    request, state = protocol.start(TOKEN)
+    while not isinstance(request, RunOutcome):
+        script.requests.append(request)
+        if isinstance(request, Reconcile):
+            answer: Any = Found({"by": "hook"})
+        else:
+            reply = script.replies.get(len(script.requests))
+            answer = reply(script.store, request) if reply else script.honest(request)
+        request, state = protocol.step(state, answer)
+    assert request.status is RunStatus.DELIVERED_STORED_RESULT
+    assert request.payload == {"by": "other"}
+    ids = [
+        r.transition.next.delivery.delivery_id
+        for r in script.requests
+        if isinstance(r, Swap) and r.transition.next.delivery is not None
+    ]
+    assert ids[:2] == [f"{TOKEN}.2", f"{TOKEN}.3"]  # the settle's id is not reused
