@@ -31,6 +31,7 @@ from tool_execution_checkpoint.runner import (
     CONFIRMED_NOT_SENT,
     OVERTAKEN,
     RunStatus,
+    ToolOutcomeUnknown,
     run_once,
     run_once_async,
 )
@@ -181,3 +182,21 @@ def test_a_confirmed_delivery_whose_send_is_then_refused_is_named_with_its_paylo
     )
     assert outcome.payload == LIVE  # the host can send it itself
     assert _stored(store).status is Status.DELIVERED
+
+
+def test_the_guard_hands_an_unknown_outcomes_caller_the_operators_result() -> None:
+    store = MemoryStore()
+    runs: list[str] = []
+
+    @checkpointed(store, namespace="ops")
+    def charge(card: str) -> int:
+        runs.append(card)
+        operator_completes(store, {"returned": 5}, _executing_key(store))
+        raise ToolOutcomeUnknown("the gateway timed out")
+
+    with tool_call("c-1"):
+        first = charge("4242")
+    with tool_call("c-1"):
+        replay = charge("4242")
+    assert first == replay == 5
+    assert runs == ["4242"]

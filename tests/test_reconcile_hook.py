@@ -18,6 +18,8 @@ from tool_execution_checkpoint import (
     Binding,
     CallNotAnswered,
     Checkpoint,
+    CheckpointError,
+    ErrorCode,
     Found,
     MemoryStore,
     NotThere,
@@ -177,6 +179,28 @@ def test_an_async_hook_that_raises_leaves_the_record_for_operators() -> None:
         "the reconcile hook raised LookupError",
     )
     assert store.get(KEY) == before
+
+
+def test_a_found_payload_that_cannot_be_stored_is_left_for_operators() -> None:
+    store = stuck_store()
+    before = store.get(KEY)
+    hook = Hook(Found({"receipt": {1, 2}}))  # a set is not JSON
+    outcome = run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the reconcile hook's result could not be stored: PAYLOAD_NOT_JSON",
+    )
+    assert store.get(KEY) == before
+
+
+def test_run_once_refuses_an_async_hook_before_anything_runs() -> None:
+    async def hook(stuck: StuckCall) -> None:
+        del stuck
+
+    store = stuck_store()
+    with pytest.raises(CheckpointError) as refused:
+        run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.field) == (ErrorCode.INVALID_ARGUMENT, "reconcile")
 
 
 def test_without_a_hook_a_stuck_call_needs_reconciliation_as_before() -> None:

@@ -7,7 +7,9 @@ import pytest
 from tool_execution_checkpoint import (
     Binding,
     CallInFlight,
+    Found,
     MemoryStore,
+    NotThere,
     StuckCall,
     checkpoint_key,
     create_claimed,
@@ -48,3 +50,8 @@ def test_records_outcomes_stuck_calls_and_refusals_show_no_identifier() -> None:
     with pytest.raises(CallInFlight) as refused:
         raise CallInFlight(outcome)
     shows_nothing_secret(refused.value, refused.value.outcome)
+
+
+def test_a_hooks_answer_shows_no_payload() -> None:
+    assert repr(Found({"card": SECRET_CALL})) == "Found(<payload>)"
+    assert repr(NotThere({"card": SECRET_CALL})) == "NotThere(<payload>)"

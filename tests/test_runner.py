@@ -608,19 +608,21 @@ class OperatorFirst(MemoryStore):
         return super().compare_and_swap(key, expected_revision, record)
 
 
-def test_a_mark_that_an_operator_overtook_reports_the_operators_record() -> None:
+def test_a_mark_that_an_operator_overtook_delivers_the_operators_result() -> None:
     def complete(current: Checkpoint) -> Any:
         assert current.execution is not None
         return complete_execution(
             current, attempt_id=current.execution.attempt_id, at=AT, result={"found": True}
         )
 
-    store = OperatorFirst(Status.UNCERTAIN, complete)
-    outcome = run_once(store, BINDING, Tool(error=ToolOutcomeUnknown("timed out")), Inbox())
-    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    store, inbox = OperatorFirst(Status.UNCERTAIN, complete), Inbox()
+    outcome = run_once(store, BINDING, Tool(error=ToolOutcomeUnknown("timed out")), inbox)
+    assert (outcome.status, outcome.reason) == (RunStatus.EXECUTED_AND_DELIVERED, "timed out")
+    assert outcome.unstored is None  # the tool gave no result to keep
     assert outcome.record is not None
-    assert outcome.record.status is Status.COMPLETED
+    assert outcome.record.status is Status.DELIVERED
     assert outcome.payload == {"found": True}
+    assert inbox.received == [{"found": True}]  # the call's one answer
 
 
 def test_a_delivered_mark_that_an_operator_overtook_reports_the_operators_record() -> None:

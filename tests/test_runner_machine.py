@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     create_claimed,
     mark_execution_uncertain,
+    release_execution,
 )
 from tool_execution_checkpoint.runner import (
     OVERTAKEN,
@@ -54,6 +56,7 @@ from tool_execution_checkpoint.runner import (
     ToolOutcomeUnknown,
     _store_operation,
     held_retries,
+    pause_before,
     run_once,
     run_once_async,
 )
@@ -725,3 +728,78 @@ def test_a_settle_another_worker_beat_is_followed_by_a_claim_with_a_new_id() -> 
         if isinstance(r, Swap) and r.transition.next.delivery is not None
     ]
     assert ids[:2] == [f"{TOKEN}.2", f"{TOKEN}.3"]  # the settle's id is not reused
+
+
+def _drive(protocol: HostProtocol, replies: Callable[[Any], Any]) -> tuple[RunOutcome, str]:
+    """Run a call answering each request with ``replies(request)``; return the outcome and
+    the requests' letters."""
+    letters = {Create: "C", Get: "G", Swap: "S", RunTool: "T", Deliver: "D", Sleep: "Z"}
+    request: Any
+    request, state = protocol.start(TOKEN)
+    kinds = ""
+    while not isinstance(request, RunOutcome):
+        kinds += letters.get(type(request), "?")
+        assert len(kinds) < 500, "the call never ended"
+        request, state = protocol.step(state, replies(request))
+        check_state(request, state, held_retries(protocol.write_budget))
+    return request, kinds
+
+
+def test_a_call_whose_lost_record_comes_back_released_never_runs_the_tool_again() -> None:
+    theirs = create_claimed(BINDING, attempt_id=f"{OTHER}.1", at=AT).next
+    released = release_execution(theirs, attempt_id=f"{OTHER}.1", at=AT).next
+    script = iter([True, Returned({"n": 1}), StoreFault(), None, False, released.to_dict()])
+    outcome, kinds = _drive(HostProtocol(BINDING, write_budget=0), lambda _: next(script))
+    assert kinds.count("T") == 1
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the record vanished after the tool ran",
+    )
+    assert outcome.unstored is not None
+    assert outcome.unstored.payload == {"n": 1}
+
+
+def test_a_record_that_keeps_vanishing_ends_the_call_within_its_rounds() -> None:
+    def replies(request: Any) -> Any:
+        if isinstance(request, RunTool):
+            return Returned({"n": 1})
+        if isinstance(request, Create):
+            return True  # the create and every restore land
+        return StoreFault() if isinstance(request, Swap) else None  # and vanish again
+
+    outcome, kinds = _drive(HostProtocol(BINDING, write_budget=0), replies)
+    assert kinds.count("T") == 1
+    assert kinds.count("C") <= ROUNDS + 1
+    assert outcome.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
+    assert outcome.unstored is not None
+
+
+def reference_held_retries(budget: float) -> int:
+    """held_retries, written as the plain loop it stands for."""
+    retries, waited = 1, 0.0
+    while waited < budget:
+        retries += 1
+        waited += pause_before(retries)
+    return retries
+
+
+@pytest.mark.parametrize("budget", [0.01, 0.05, 0.1, 0.35, 1.55, 1.56, 5.0, 30.0, 100.3, 2500.0])
+def test_the_budgets_count_is_the_plain_loops(budget: float) -> None:
+    assert held_retries(budget) == reference_held_retries(budget)
+
+
+def test_the_largest_budget_pauses_one_second_at_most_and_never_overflows() -> None:
+    assert held_retries(1e6) == 6 + math.ceil(1e6 - 1.55)
+    assert pause_before(10**6) == 1.0
+    protocol = HostProtocol(BINDING, write_budget=1e6, monotonic=lambda: 0.0)
+    request: Any
+    request, state = protocol.start(TOKEN)
+    request, state = protocol.step(state, True)
+    request, state = protocol.step(state, Returned({"n": 1}))
+    pauses = []
+    for _ in range(2000):  # a long outage: the pauses stay at one second
+        answer = None if isinstance(request, Sleep) else StoreFault()
+        if isinstance(request, Sleep):
+            pauses.append(request.seconds)
+        request, state = protocol.step(state, answer)
+    assert max(pauses) == 1.0

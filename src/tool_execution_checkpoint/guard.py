@@ -288,11 +288,12 @@ class ToolGuard:
         return answer
 
     def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
-        ran_here = outcome.unstored is not None
-        live.answered = outcome.has_payload or ran_here
-        if outcome.has_payload and (ran_here or not outcome.ran_tool):
-            return self._stored(outcome)  # stored before this call's, or over it
-        if outcome.has_payload or ran_here:  # this call's result, stored or not
+        unstored = outcome.unstored is not None  # this call's result, not known stored
+        live.answered = outcome.has_payload or unstored
+        stored_is_ours = outcome.ran_tool and live.produced and not unstored
+        if outcome.has_payload and not stored_is_ours:
+            return self._stored(outcome)  # the call's one answer, stored by another
+        if outcome.has_payload or unstored:  # this call's result, stored or not
             if live.error is not None:
                 raise live.error
             return live.value
@@ -325,14 +326,16 @@ def _hand_back(payload: JSONValue) -> None:
 
 
 class _Live:
-    """What the tool did in this call: its live value, or the exception it raised; and
+    """What the tool did in this call: its live value, or the exception it raised;
+    whether that is a result the runner was given to store (not an unknown outcome); and
     whether the call was answered (a result handed back, live or stored)."""
 
-    __slots__ = ("answered", "error", "value")
+    __slots__ = ("answered", "error", "produced", "value")
 
     def __init__(self) -> None:
         self.value: Any = None
         self.error: Exception | None = None
+        self.produced = False
         self.answered = False
 
     def run(
@@ -344,7 +347,7 @@ class _Live:
         except ToolOutcomeUnknown:
             raise
         except Exception as error:
-            self.error = error
+            self.error, self.produced = error, True
             raise
         return self._envelope(codec)
 
@@ -361,7 +364,7 @@ class _Live:
         except ToolOutcomeUnknown:
             raise
         except Exception as error:
-            self.error = error
+            self.error, self.produced = error, True
             raise
         return self._envelope(codec)
 
@@ -375,6 +378,7 @@ class _Live:
             # Raised outside the except: the encoder's error (a lone surrogate's
             # UnicodeEncodeError, pydantic's error) holds the result, so it is no context.
             raise ToolOutcomeUnknown(f"the result could not be encoded as JSON: {failed}")
+        self.produced = True
         return {_RETURNED: encoded}
 
 

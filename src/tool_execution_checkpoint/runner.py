@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import inspect
 import logging
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -121,8 +123,9 @@ WRITE_BUDGET = 30.0
 result, an uncertain mark, a release, the delivered mark) keeps being read back and resent
 after its first failure. Long enough for a server restart or a failover of a few seconds."""
 
-OVERTAKEN = "overtaken: an operator settled the call while its tool ran"
-"""The reason of a call whose result was not stored because an operator stored another."""
+OVERTAKEN = "overtaken: another result was stored for this call while its tool ran"
+"""The reason of a call whose result was not stored because another was stored first (an
+operator's, or another worker's after the store lost the record)."""
 
 VANISHED = "the record vanished after the tool ran"
 """The reason of a call whose record the store lost (a failover to a replica that never had
@@ -146,18 +149,21 @@ LONGEST_PAUSE = 1.0
 
 def pause_before(retry: int) -> float:
     """The pause before read-back number ``retry`` (the first, 1, comes at once)."""
-    return 0.0 if retry <= 1 else min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (retry - 2))
+    return 0.0 if retry <= 1 else min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** min(retry - 2, 16))
 
 
+@functools.cache
 def held_retries(budget: float) -> int:
     """How many read-backs of a held write fit in ``budget`` seconds of pauses: the
     machine's own bound, so a call ends even on a clock that does not move."""
     if budget <= 0:
         return RETRIES
     retries, waited = 1, 0.0
-    while waited < budget:
+    while waited < budget and pause_before(retries + 1) < LONGEST_PAUSE:
         retries += 1
         waited += pause_before(retries)
+    if waited < budget:  # then one longest pause each
+        retries += math.ceil((budget - waited) / LONGEST_PAUSE)
     return retries
 
 
@@ -165,7 +171,8 @@ class RunStatus(enum.StrEnum):
     """How a call ended."""
 
     EXECUTED_AND_DELIVERED = "executed-and-delivered"
-    """The tool ran here, its result was stored and delivered."""
+    """The tool ran here, and the call's stored result was delivered: its own, or, when
+    :attr:`RunOutcome.unstored` is set, the one stored for the call first."""
     DELIVERED_STORED_RESULT = "delivered-stored-result"
     """A result stored earlier was delivered; the tool did not run."""
     ALREADY_DELIVERED = "already-delivered"
@@ -206,9 +213,10 @@ class RunOutcome:
             the type of a send's failure. Never a payload or an exception's message.
         unstored: The result the tool produced in this call when it is not known to be
             the stored one: its write's outcome was still unknown when the write budget
-            was spent (status needs-execution-reconciliation), or an operator
-            stored another first (reason :data:`OVERTAKEN`; the stored one is the call's
-            one answer). The effect happened, and this is what it returned. None
+            was spent (status needs-execution-reconciliation), another result was
+            stored first (reason :data:`OVERTAKEN`; the stored one is the call's one
+            answer), or the store lost the record and it could not be restored (reason
+            :data:`VANISHED`). The effect happened, and this is what it returned. None
             otherwise.
     """
 
@@ -348,21 +356,27 @@ class Returned:
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Found:
     """The reconcile hook found the effect: ``payload`` (a JSON value) is its result,
     stored and delivered as the call's one answer."""
 
     payload: object
 
+    def __repr__(self) -> str:
+        return "Found(<payload>)"
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, repr=False)
 class NotThere:
     """The reconcile hook found no effect: ``payload`` (a JSON value) is the host's
     declared answer for a call that did not happen (stored and delivered; the tool is
     never run again)."""
 
     payload: object
+
+    def __repr__(self) -> str:
+        return "NotThere(<payload>)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,6 +622,8 @@ class HostProtocol:
         if state.rounds > ROUNDS + self.polls:
             return self.finish(state, RunStatus.STORE_UNAVAILABLE, "the record kept moving")
         action = TABLE.statuses[record.status].action
+        if action is Action.EXECUTE and state.ran:  # never run twice: say what is kept
+            return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, VANISHED)
         if action is Action.EXECUTE:
             claim = claim_execution(
                 record,
@@ -647,14 +663,20 @@ class HostProtocol:
         assert record is not None
         assert record.execution is not None
         if isinstance(answer, Found | NotThere):
-            settle = complete_and_claim_delivery(
-                record,
-                attempt_id=record.execution.attempt_id,
-                delivery_id=state.claim_id(),
-                at=self.clock(),
-                result=answer.payload,
-                max_payload_bytes=self.max_payload_bytes,
-            )
+            try:
+                settle = complete_and_claim_delivery(
+                    record,
+                    attempt_id=record.execution.attempt_id,
+                    delivery_id=state.claim_id(),
+                    at=self.clock(),
+                    result=answer.payload,
+                    max_payload_bytes=self.max_payload_bytes,
+                )
+            except CheckpointError as error:
+                if error.code not in _UNSTORABLE:
+                    raise
+                why = f"the reconcile hook's result could not be stored: {error.code.value}"
+                return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, why)
             verdict = "found" if isinstance(answer, Found) else "not there"
             state = state._replace(claims=state.claims + 1, reason=f"reconciled: {verdict}")
             return self.write(state, Phase.SETTLE, settle)
@@ -861,7 +883,8 @@ class HostProtocol:
         theirs = stored.result if stored is not None else None
         kept = theirs is not None and theirs.payload_json == ours.payload_json
         if stored is None:
-            return self.restore(state._replace(pending=None, unstored=ours))
+            rounds = state.rounds + 1
+            return self.restore(state._replace(pending=None, unstored=ours, rounds=rounds))
         if not kept:
             state = state._replace(unstored=ours, reason=OVERTAKEN)
         return self.decide(state._replace(pending=None), stored)
@@ -910,9 +933,13 @@ class HostProtocol:
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
+        """Only an operator moves a claim this call holds: a result it stored is the
+        call's one answer, delivered; otherwise the record waits for reconciliation."""
+        if stored is not None and stored.result is not None:
+            return self.decide(state._replace(pending=None), stored)
         if stored is not None:
             state = state._replace(record=stored)
-        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION)
+        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_unsettled(self, state: CallState) -> Step:
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
@@ -1212,7 +1239,8 @@ class _Call:
     def abandoned(self) -> None:
         """The driver is leaving mid-call (cancelled, or a read it could not take): say so
         at ERROR if what it leaves unstored is the tool's result."""
-        if Phase.STORE in (self.state.phase, self.state.writing):
+        state = self.state
+        if Phase.STORE in (state.phase, state.writing) or state.unstored is not None:
             self.logger.error(
                 "the tool ran but its result was not stored before the call ended: "
                 "key=%s is left executing for reconciliation",
@@ -1270,9 +1298,18 @@ def _is_async(part: Any) -> bool:
     return inspect.iscoroutinefunction(part.__call__)
 
 
-def _refuse_async(store: Any, tool: Callable[..., Any], deliver: Callable[..., Any]) -> None:
+def _refuse_async(
+    store: Any, tool: Callable[..., Any], deliver: Callable[..., Any], reconcile: object
+) -> None:
     """run_once cannot await: refuse async parts before anything runs."""
-    for name, part in (("store", store.compare_and_swap), ("tool", tool), ("deliver", deliver)):
+    parts: list[tuple[str, object]] = [
+        ("store", store.compare_and_swap),
+        ("tool", tool),
+        ("deliver", deliver),
+    ]
+    if reconcile is not None:
+        parts.append(("reconcile", reconcile))
+    for name, part in parts:
         if _is_async(part):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -1343,9 +1380,10 @@ def run_once(
             :class:`NotThere` (the host's declared payload for a call that did not
             happen, stored and delivered the same way: the tool never runs again), or
             None: cannot tell (needs-execution-reconciliation, left for operators; so is
-            an exception from it). Only a hook that knows the claim's worker is gone may
-            answer: a live worker's result is then not the stored one (its outcome says
-            overtaken).
+            an exception from it, and a payload that cannot be stored). Only a hook that
+            knows the claim's worker is gone may answer: a live worker's result is then
+            not the stored one (its outcome says overtaken). Sync (run_once refuses an
+            async one).
         clock: Now, as an RFC 3339 string.
         new_id: A fresh random token per call; claim ids are ``token.N``.
         max_payload_bytes: The payload limit for every record of this call.
@@ -1354,7 +1392,7 @@ def run_once(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for an async store, tool or deliver, a store
+            binding; INVALID_ARGUMENT for an async store, tool, deliver or reconcile, a store
             without the store methods, a tool or deliver that is not callable, or a bad
             option; any error of the stored record's validation.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
@@ -1362,7 +1400,7 @@ def run_once(
             claim was released; a cancellation of ``deliver``.
     """
     _check_parts(store, tool, deliver)
-    _refuse_async(store, tool, deliver)
+    _refuse_async(store, tool, deliver, reconcile)
     call = _Call.start(
         _protocol(
             binding,
@@ -1425,9 +1463,13 @@ def _drive(
 
 
 def _hook_answer(value: object) -> Any:
-    """What the reconcile hook returned, as the machine's answer."""
+    """What the reconcile hook returned, as the machine's answer (an awaitable a sync
+    driver cannot await is closed)."""
     if value is None or isinstance(value, Found | NotThere):
         return value
+    close = getattr(value, "close", None) if _awaitable(value) else None
+    if callable(close):
+        close()
     return Raised(TypeError("the reconcile hook returned neither Found, NotThere nor None"))
 
 
