@@ -203,6 +203,32 @@ def test_run_once_refuses_an_async_hook_before_anything_runs() -> None:
     assert (refused.value.code, refused.value.field) == (ErrorCode.INVALID_ARGUMENT, "reconcile")
 
 
+class Pending:
+    """An awaitable a sync hook returned (run_once cannot await it): it must be closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __await__(self) -> Any:
+        raise AssertionError("never awaited")
+        yield  # pragma: no cover - makes this a generator
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_awaitable_a_sync_hook_returns_is_closed_and_cannot_tell() -> None:
+    pending = Pending()
+    store = stuck_store()
+    hook: Any = lambda _: pending  # noqa: E731 (a sync function returning an awaitable)
+    outcome = run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the reconcile hook raised TypeError",
+    )
+    assert pending.closed
+
+
 def test_without_a_hook_a_stuck_call_needs_reconciliation_as_before() -> None:
     outcome = run_once(stuck_store(), BINDING, never_run, lambda _: None)
     assert (outcome.status, outcome.reason) == (RunStatus.NEEDS_EXECUTION_RECONCILIATION, None)

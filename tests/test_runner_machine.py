@@ -803,3 +803,44 @@ def test_the_largest_budget_pauses_one_second_at_most_and_never_overflows() -> N
             pauses.append(request.seconds)
         request, state = protocol.step(state, answer)
     assert max(pauses) == 1.0
+
+
+def test_an_uncertain_mark_an_operator_made_first_keeps_the_tools_reason() -> None:
+    # the tool reports its outcome unknown; an operator marked the claim uncertain first
+    unknown = Raised(ToolOutcomeUnknown("the gateway timed out"))
+    script = Script(tool=constant(unknown))
+    script.replies = {3: first(operator_marks, then=refused)}
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the gateway timed out",
+    )
+    assert outcome.record is not None
+    assert outcome.record.status is Status.UNCERTAIN
+    assert outcome.record.execution is not None
+    assert outcome.record.execution.uncertain is not None
+    assert outcome.record.execution.uncertain.reason == "operator"  # the stored one
+
+
+def test_a_mark_whose_record_vanished_needs_reconciliation() -> None:
+    unknown = Raised(ToolOutcomeUnknown("the gateway timed out"))
+    script = Script(tool=constant(unknown))
+    script.replies = {3: refused, 4: refused}  # the mark is refused, the read finds nothing
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "the gateway timed out",
+    )
+    assert outcome.record is not None
+    assert outcome.record.status is Status.EXECUTING  # the last record this call knew
+
+
+def test_a_release_whose_record_vanished_needs_delivery_reconciliation() -> None:
+    script = Script(sent=constant(Raised(ConnectionRefusedError())))
+    script.replies = {5: refused, 6: refused}  # the release is refused, the read finds nothing
+    outcome = script.run()
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+        "the record moved under this call's delivery",
+    )
+    assert script.kinds == "CTSDSG"

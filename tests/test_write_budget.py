@@ -21,6 +21,7 @@ from tool_execution_checkpoint import (
     Binding,
     CallNotAnswered,
     Checkpoint,
+    CheckpointError,
     MemoryStore,
     Status,
     StoreError,
@@ -137,7 +138,7 @@ def test_a_spent_budget_hands_the_result_back_and_logs_the_key_at_error(
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1
     line = errors[0].getMessage()
-    assert KEY in line
+    assert line == f"the tool ran but its result could not be stored: key={KEY}"
     assert "SECRET" not in line
     assert BINDING.call_id not in line
     store.until = 0.0  # the store is back: the record was left executing, never rerun
@@ -238,6 +239,14 @@ def test_a_clock_that_does_not_move_still_ends_at_the_budgets_count() -> None:
         request, state = protocol.step(state, None if isinstance(request, Sleep) else StoreFault())
     assert reads == held_retries(5.0)
     assert sum(pause_before(n) for n in range(1, reads + 1)) >= 5.0
+
+
+def test_the_longest_budget_is_accepted_and_a_longer_one_refused() -> None:
+    store = MemoryStore()
+    outcome = run_once(store, BINDING, Counted(), lambda _: None, write_budget=1e6)
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    with pytest.raises(CheckpointError):
+        run_once(store, BINDING, Counted(), lambda _: None, write_budget=1e6 + 1)
 
 
 def test_the_pause_schedule() -> None:
