@@ -844,3 +844,40 @@ def test_a_release_whose_record_vanished_needs_delivery_reconciliation() -> None
         "the record moved under this call's delivery",
     )
     assert script.kinds == "CTSDSG"
+
+
+def test_the_hook_is_asked_once_even_when_its_settle_is_refused() -> None:
+    asked: list[object] = []
+
+    def replies(request: Any) -> Any:
+        if isinstance(request, Create):
+            return False  # a record is stored: the dead worker's claim
+        if isinstance(request, Get):
+            stuck = create_claimed(BINDING, attempt_id="dead.1", at=AT).next
+            return (stuck if not asked else operator_marks(stuck).next).to_dict()
+        if isinstance(request, Reconcile):
+            asked.append(request)
+            return Found({"by": "hook"})
+        return False  # the settle is refused: the owner marked its claim uncertain first
+
+    protocol = HostProtocol(BINDING, write_budget=0, reconciles=True)
+    outcome, _ = _drive(protocol, replies)
+    assert len(asked) == 1
+    assert outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER  # its settle lost to the owner
+
+
+def test_the_hook_is_never_asked_about_the_calls_own_claim() -> None:
+    # this call's claim lands, its reply is lost, and an operator marks it uncertain before
+    # the read-back: the claim is this call's own, so nobody is asked to settle it
+    store = MemoryStore()
+    assert store.create_if_absent(KEY, create_checkpoint(BINDING, created_at=AT))
+    script = Script(store=store)
+    script.replies = {3: lost_reply, 4: first(operator_marks, then=read)}
+    protocol = HostProtocol(BINDING, write_budget=0, reconciles=True)
+    outcome = script.run(protocol)
+    assert not any(isinstance(request, Reconcile) for request in script.requests)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        "operator",
+    )
+    assert not outcome.ran_tool
