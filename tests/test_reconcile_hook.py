@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from test_runner import Closable
 from tool_execution_checkpoint import (
     Binding,
     CallNotAnswered,
@@ -203,22 +204,8 @@ def test_run_once_refuses_an_async_hook_before_anything_runs() -> None:
     assert (refused.value.code, refused.value.field) == (ErrorCode.INVALID_ARGUMENT, "reconcile")
 
 
-class Pending:
-    """An awaitable a sync hook returned (run_once cannot await it): it must be closed."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def __await__(self) -> Any:
-        raise AssertionError("never awaited")
-        yield  # pragma: no cover - makes this a generator
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def test_an_awaitable_a_sync_hook_returns_is_closed_and_cannot_tell() -> None:
-    pending = Pending()
+    pending = Closable()
     store = stuck_store()
     hook: Any = lambda _: pending  # noqa: E731 (a sync function returning an awaitable)
     outcome = run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)
