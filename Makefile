@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.installed-demo-stamp
 
-.PHONY: install services demo test lint typecheck pytest spec bench proofs mutate clean
+.PHONY: install services demo test lint typecheck pytest sync spec bench proofs mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,14 +36,19 @@ services:
 	bash scripts/install-services.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks proofs
-	$(BIN)/ruff format --check src tests examples benchmarks proofs
+	$(BIN)/ruff check src tests examples benchmarks proofs tools
+	$(BIN)/ruff format --check src tests examples benchmarks proofs tools
+	$(BIN)/python tools/async_to_sync.py --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
 pytest: $(STAMP)
 	$(BIN)/pytest
+
+## sync: regenerate the sync modules from the written asyncio ones (tools/async_to_sync.py)
+sync: $(STAMP)
+	$(BIN)/python tools/async_to_sync.py
 
 ## spec: regenerate spec/README.md, spec/record.schema.json and the README's troubleshooting
 spec: $(STAMP)
