@@ -46,7 +46,7 @@ import unittest
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import CheckpointError, ErrorCode
@@ -71,11 +71,13 @@ from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .stores.core import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
 from .stores.opening import open_store as open_url_store
-from .stores.opening import scratch_space, store_options, url_scheme
-from .stores.scratch import ScratchSpace
+from .stores.opening import store_options, url_scheme
 from .stores.sqlite import SQLiteStore
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason
+
+if TYPE_CHECKING:
+    from .testing.scratch import ScratchSpace
 
 __all__ = ["Exit", "main"]
 
@@ -750,7 +752,10 @@ def _storm(scratch: ScratchSpace) -> None:
 
 def _check_url(url: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
     _testing()
-    scratch = scratch_space(url, **({} if schema is None else {"schema": schema}))
+    spaces = importlib.import_module(f"{__package__}.testing.scratch")
+    scratch: ScratchSpace = spaces.scratch_space(
+        url, **({} if schema is None else {"schema": schema})
+    )
     reached = False
     try:
         probe = scratch.make_store()  # a URL the store cannot parse fails here (exit 2)
