@@ -1,7 +1,8 @@
 """The package's import graph: no cycle, and the production code never imports the test
-tools. The graph is read off every module's ``import`` and ``from`` statements (those in
-functions and under ``if TYPE_CHECKING:`` included), an edge per package module named;
-string import paths (``stores.opening``'s table, ``importlib``) are not edges."""
+tools (only the command line's check-store may). The graph is read off every module's
+``import`` and ``from`` statements (those in functions and under ``if TYPE_CHECKING:``
+included), an edge per package module named; string import paths (``stores.opening``'s
+table, ``importlib``) are not edges."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from pathlib import Path
 import tool_execution_checkpoint
 
 PACKAGE = Path(tool_execution_checkpoint.__file__).parent
-ALLOWED_TO_IMPORT_TESTING = {"tool_execution_checkpoint.cli"}
-"""Outside ``testing/``, only the command line (its ``check-store``) uses the test tools."""
 
 
 def _modules(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
@@ -95,19 +94,30 @@ def test_the_package_has_no_import_cycle() -> None:
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or ())
 
 
-def test_nothing_but_the_command_line_imports_the_test_tools() -> None:
-    graph = import_graph(PACKAGE, "tool_execution_checkpoint")
-    testing = "tool_execution_checkpoint.testing"
-    wrong = sorted(
+def imports_of_testing(graph: dict[str, set[str]], package: str) -> list[str]:
+    """Each ``module -> target`` edge by which a module outside ``package.testing`` (but
+    the command line) imports ``package.testing`` or a module in it."""
+    testing = f"{package}.testing"
+
+    def inside(name: str) -> bool:
+        return name == testing or name.startswith(f"{testing}.")
+
+    return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
-        if not (module == testing or module.startswith(f"{testing}."))
-        and module not in ALLOWED_TO_IMPORT_TESTING
+        if not inside(module) and module not in {f"{package}.cli", f"{package}.__main__"}
         for target in targets
-        if target == testing or target.startswith(f"{testing}.")
+        if inside(target)
     )
-    assert wrong == []
-    assert "tool_execution_checkpoint.testing.scratch" in graph["tool_execution_checkpoint.cli"]
+
+
+def test_nothing_but_the_command_line_imports_the_test_tools() -> None:
+    graph = import_graph(PACKAGE, "tool_execution_checkpoint")
+    assert imports_of_testing(graph, "tool_execution_checkpoint") == []
+    assert (
+        "tool_execution_checkpoint.stores.opening"
+        in graph["tool_execution_checkpoint.testing.scratch"]
+    )
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -173,3 +183,19 @@ def test_the_checker_passes_a_package_without_a_cycle(tmp_path: Path) -> None:
         "fake.testing": {"fake.a"},
     }
     assert find_cycle(graph) is None
+
+
+def test_the_checker_finds_a_store_that_imports_the_test_tools(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path / "fake",
+        {
+            "__init__.py": "",
+            "cli.py": "from .testing import scratch\n",
+            "stores/__init__.py": "",
+            "stores/opening.py": "def scratch():\n    from ..testing.scratch import space\n",
+            "testing/__init__.py": "from ..stores import opening\n",
+            "testing/scratch.py": "from . import opening\n",
+        },
+    )
+    graph = import_graph(root, "fake")
+    assert imports_of_testing(graph, "fake") == ["fake.stores.opening -> fake.testing.scratch"]
