@@ -42,6 +42,7 @@ from tool_execution_checkpoint.runner import RunOutcome, RunStatus
 from tool_execution_checkpoint.stores.opening import _SCHEMES
 from tool_execution_checkpoint.stores.postgres import PostgresStore
 from tool_execution_checkpoint.stores.redis import RedisStore
+from tool_execution_checkpoint.testing import check_store
 from tool_execution_checkpoint.testing.conformance import leaks
 
 
@@ -235,7 +236,7 @@ def test_check_store_s_storm_fails_a_store_atomic_only_within_one_process(
 ) -> None:
     """The storm's workers open the scratch store's URL as a ProcessLocalStore (the
     broken store of tests/storm_stores.py): check-store fails it, and says why."""
-    monkeypatch.setattr(cli, "STORM_FACTORY", "storm_stores:process_local_url")
+    monkeypatch.setattr(check_store, "STORM_FACTORY", "storm_stores:process_local_url")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
     code, out, err = _check_store(f"sqlite://{tmp_path}/s.db", capsys, storm=True)
     assert code == 5, out + err
@@ -260,7 +261,7 @@ def test_check_store_removes_its_scratch_space_when_interrupted(
         assert any(tmp_path.iterdir())
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_run_checks", interrupted)
+    monkeypatch.setattr(check_store, "run_checks", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cli.main(["check-store", f"sqlite://{tmp_path}/s.db"])
     assert list(tmp_path.iterdir()) == []

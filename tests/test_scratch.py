@@ -19,12 +19,11 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     register_store,
 )
-from tool_execution_checkpoint.stores import scratch_space
 from tool_execution_checkpoint.stores.opening import _SCHEMES
-from tool_execution_checkpoint.stores.postgres import PostgresScratch
-from tool_execution_checkpoint.stores.redis import RedisScratch
-from tool_execution_checkpoint.stores.scratch import ScratchSpace
-from tool_execution_checkpoint.stores.sqlite import SQLiteScratch
+from tool_execution_checkpoint.testing.scratch import ScratchSpace, scratch_space
+from tool_execution_checkpoint.testing.scratch.postgres import PostgresScratch
+from tool_execution_checkpoint.testing.scratch.redis import RedisScratch
+from tool_execution_checkpoint.testing.scratch.sqlite import SQLiteScratch
 
 BINDING = Binding("scratch", "call-1", "tool", "1", "sha256:0")
 

@@ -42,8 +42,7 @@ import os
 import re
 import sys
 import tempfile
-import unittest
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -71,8 +70,7 @@ from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .stores.core import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
 from .stores.opening import open_store as open_url_store
-from .stores.opening import scratch_space, store_options, url_scheme
-from .stores.scratch import ScratchSpace
+from .stores.opening import store_options, url_scheme
 from .stores.sqlite import SQLiteStore
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason
@@ -216,19 +214,6 @@ def spec(form: str) -> str:
 
 class _UsageError(Exception):
     """A bad argument the parser could not see (exit 2)."""
-
-
-def _is_url(target: str) -> bool:
-    """Whether ``target`` is a store URL (not a factory, module:callable): it has ``://``
-    or starts with a scheme a store registered (``sqlite:relative/path``)."""
-    if "://" in target:
-        return True
-    known = True
-    try:
-        store_options(target)
-    except CheckpointError:
-        known = False
-    return known
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -661,115 +646,15 @@ missing rights), or the scratch space could not be removed (the message names it
 """
 
 
-def _testing() -> Any:
+def _testing(module: str) -> Any:
+    """The module ``testing.<module>``; a usage error when the testing extra is missing."""
     try:
-        return importlib.import_module(f"{__package__}.testing")
+        importlib.import_module(f"{__package__}.testing")
     except ImportError:
         raise _UsageError(
             "install the testing extra: pip install 'tool-execution-checkpoint[testing]'"
         ) from None
-
-
-def _run_checks(
-    make_store: Callable[[], Any],
-    operable: bool,
-    examples: int | None,
-    hidden: Sequence[str],
-    extra: Sequence[tuple[str, Callable[[], object]]] = (),
-) -> int:
-    """Run every check on fresh stores from ``make_store``, then each ``(name, check)``
-    of ``extra``, print one line each; return how many failed."""
-    testing = _testing()
-    base = testing.OperableStoreConformance if operable else testing.StoreConformance
-    checks = type(
-        "CheckStore",
-        (base,),
-        {"make_store": staticmethod(make_store), "harness_examples": examples},
-    )
-    failed = 0
-    for name in sorted(n for n in dir(checks) if n.startswith("test_")):
-        suite = checks()
-        try:
-            getattr(suite, name)()
-        except unittest.SkipTest as skipped:  # a check the factory gives no hook for
-            print(f"skip  {name[5:]}: {skipped}", flush=True)
-        except Exception as error:  # a failed check is reported, then the next one runs
-            failed += 1
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            print(f"FAIL  {name[5:]}: {redact(first, hidden)}", flush=True)
-        else:
-            print(f"ok    {name[5:]}", flush=True)
-        finally:
-            suite.teardown_method()
-    for name, check in extra:
-        try:
-            check()
-        except Exception as error:  # as for the checks above
-            failed += 1
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            print(f"FAIL  {name}: {redact(first, hidden)}", flush=True)
-        else:
-            print(f"ok    {name}", flush=True)
-    print(f"{failed} of the checks failed" if failed else "the store passed every check")
-    return failed
-
-
-def _check_factory(factory: str, examples: int | None) -> int:
-    _testing()
-    processes = importlib.import_module(f"{__package__}.testing.processes")
-    try:
-        make_store = processes.load_factory(factory)
-    except (ImportError, AttributeError, ValueError, TypeError) as error:
-        raise _UsageError(f"cannot load the factory: {error}") from None
-    probe = make_store()
-    operable = hasattr(probe, "list_records")
-    close = getattr(probe, "close", None)
-    if callable(close):
-        close()
-    return 5 if _run_checks(make_store, operable, examples, ()) else 0
-
-
-STORM_FACTORY = "tool_execution_checkpoint.testing.processes:url_store"
-"""The factory check-store's storm workers open the store's URL with."""
-
-
-def _storm(scratch: ScratchSpace) -> None:
-    """The kill storm at its defaults on one more fresh store of ``scratch``, which every
-    worker process opens by its URL; AssertionError naming the first problem, if any."""
-    processes = importlib.import_module(f"{__package__}.testing.processes")
-    store = scratch.make_store()  # its file or table made before the workers race to
-    store.get(checkpoint_key(Binding("check-store", "probe", "tool", "1", "sha256:0")))
-    url, options = scratch.location(len(scratch.stores))
-    argument = json.dumps({"url": url, "options": options})
-    with tempfile.TemporaryDirectory(prefix="tec-check-storm-") as directory:
-        report = processes.kill_storm(STORM_FACTORY, argument, directory=Path(directory))
-    if report.problems:
-        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
-        raise AssertionError(f"{report.problems[0].splitlines()[0]}{more}")
-
-
-def _check_url(url: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
-    _testing()
-    scratch = scratch_space(url, **({} if schema is None else {"schema": schema}))
-    reached = False
-    try:
-        probe = scratch.make_store()  # a URL the store cannot parse fails here (exit 2)
-        print(scratch.describe(), flush=True)
-        # The probe is used first: an unreachable or misconfigured store is exit 4, not a
-        # failure of every check.
-        probe.get(checkpoint_key(Binding("check-store", "probe", "tool", "1", "sha256:0")))
-        reached = True
-        extra = [("kill_storm", lambda: _storm(scratch))] if storm else []
-        failed = _run_checks(scratch.make_store, True, examples, url_secrets(url), extra)
-    except BaseException:
-        try:
-            scratch.remove()
-        except StoreError as error:
-            if reached:  # a store never reached holds nothing worth a second message
-                print(f"tool-checkpoint: {error}", file=sys.stderr)
-        raise
-    print(scratch.remove())
-    return 5 if failed else 0
+    return importlib.import_module(f"{__package__}.testing.{module}")
 
 
 def _takes(target: str) -> frozenset[str]:
@@ -782,23 +667,20 @@ def _takes(target: str) -> frozenset[str]:
     return takes or frozenset()
 
 
-def _check_store(target: str, examples: int | None, schema: str | None, storm: bool = True) -> int:
+def _check_store(
+    target: str, examples: int | None, schema: str | None, storm: bool, hidden: Sequence[str]
+) -> int:
+    """Run :func:`~tool_execution_checkpoint.testing.check_store.check_store`."""
     if schema is not None and "schema" not in _takes(target):
         raise _UsageError("--schema applies to a postgresql URL only")
-    # Hypothesis keeps its example database and caches under HYPOTHESIS_STORAGE_DIRECTORY
-    # (./.hypothesis by default): a directory of this run's own, deleted at the end.
-    with tempfile.TemporaryDirectory(prefix="tec-check-hypothesis-") as storage:
-        previous = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
-        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
-        try:
-            if _is_url(target):
-                return _check_url(target, examples, schema, storm)
-            return _check_factory(target, examples)
-        finally:
-            if previous is None:
-                del os.environ["HYPOTHESIS_STORAGE_DIRECTORY"]
-            else:
-                os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = previous
+    runner = _testing("check_store")
+    try:
+        failed = runner.check_store(
+            target, examples=examples, schema=schema, storm=storm, hidden=hidden
+        )
+    except runner.BadTarget as error:
+        raise _UsageError(str(error)) from None
+    return Exit.CHECK_FAILED if failed else Exit.OK
 
 
 def _positive(text: str) -> int:
@@ -1013,7 +895,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hidden = url_secrets(url) if url else ()
     try:
         if args.command == "check-store":
-            return _check_store(args.target, args.examples, args.schema, args.storm)
+            return _check_store(args.target, args.examples, args.schema, args.storm, hidden)
         if args.command == "demo":
             if args.path is not None:
                 return demo(args.path)

@@ -9,9 +9,9 @@
 - :mod:`.sqlite`: :class:`SQLiteStore`, the embedded default.
 - :mod:`.postgres` and :mod:`.redis`: the stores for a fleet, behind the ``postgres`` and
   ``redis`` extras; import them by module, so that psycopg and redis-py stay optional.
-- :mod:`.opening`: :func:`open_store`, which opens the store a URL names, and
-  :func:`scratch_space`, which makes fresh stores inside it (:mod:`.scratch`; each store
-  defines its own next to its code).
+- :mod:`.opening`: :func:`open_store`, which opens the store a URL names. (The scratch
+  spaces ``check-store`` makes inside a URL's target are test tools:
+  :mod:`tool_execution_checkpoint.testing.scratch`.)
 
 This package re-exports the core, the two stores without extras and the opener.
 """
@@ -42,18 +42,15 @@ from .opening import (
     StoreScheme,
     open_store,
     register_store,
-    scratch_space,
     store_options,
     url_scheme,
 )
-from .scratch import ScratchSpace
 from .sqlite import (
     AsyncSQLiteStore,
     SQLiteBusyError,
     SQLiteConfigurationError,
     SQLiteNotAppliedError,
     SQLiteOutcomeUnknownError,
-    SQLiteScratch,
     SQLiteStore,
     SQLiteStoreError,
 )
@@ -73,10 +70,8 @@ __all__ = [
     "SQLiteConfigurationError",
     "SQLiteNotAppliedError",
     "SQLiteOutcomeUnknownError",
-    "SQLiteScratch",
     "SQLiteStore",
     "SQLiteStoreError",
-    "ScratchSpace",
     "StoreConfigurationError",
     "StoreError",
     "StoreNotAppliedError",
@@ -91,7 +86,6 @@ __all__ = [
     "decode_stored",
     "open_store",
     "register_store",
-    "scratch_space",
     "store_options",
     "url_scheme",
 ]

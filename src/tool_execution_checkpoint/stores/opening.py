@@ -25,19 +25,15 @@ import re
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..errors import CheckpointError, ErrorCode
 from .core import ClosableStore
-
-if TYPE_CHECKING:
-    from .scratch import ScratchSpace
 
 __all__ = [
     "StoreScheme",
     "open_store",
     "register_store",
-    "scratch_space",
     "store_options",
     "url_scheme",
 ]
@@ -47,7 +43,8 @@ Opener = Callable[..., Any]
 ``close()``)."""
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_PACKAGE = __package__ or "tool_execution_checkpoint"
+_PACKAGE = __package__ or "tool_execution_checkpoint.stores"
+_SCRATCH_PACKAGE = f"{_PACKAGE.rpartition('.')[0]}.testing.scratch"
 _POSTGRES_OPTIONS = (
     "create",
     "synchronous_delivered",
@@ -78,16 +75,17 @@ class StoreScheme:
         url_error: The import path of the exception class the opener raises for a URL it
             cannot use; :func:`open_store` raises CheckpointError INVALID_ARGUMENT
             instead, so that no message or context shows the URL. None if there is none.
-        scratch: The store's :class:`~.scratch.ScratchSpace` class, or its import path:
-            ``scratch(url, **options)`` makes fresh, empty stores inside the URL's target
-            (``tool-checkpoint check-store URL``). None if the store has none.
+        scratch: The store's scratch space (a subclass of
+            :class:`tool_execution_checkpoint.testing.scratch.ScratchSpace`), or its import
+            path: ``scratch(url, **options)`` makes fresh, empty stores inside the URL's
+            target (``tool-checkpoint check-store URL``). None if the store has none.
     """
 
     opener: str | Opener
     options: frozenset[str] | None = None
     extra: str | None = None
     url_error: str | None = None
-    scratch: str | Callable[..., ScratchSpace] | None = None
+    scratch: str | Callable[..., Any] | None = None
 
 
 def _builtin(
@@ -102,7 +100,7 @@ def _builtin(
         frozenset(options),
         extra,
         url_error and f"{_PACKAGE}.{url_error}",
-        scratch and f"{_PACKAGE}.{scratch}",
+        scratch and f"{_SCRATCH_PACKAGE}.{scratch}",
     )
 
 
@@ -142,11 +140,12 @@ def register_store(
     options: Collection[str] | None = None,
     extra: str | None = None,
     url_error: str | None = None,
-    scratch: str | Callable[..., ScratchSpace] | None = None,
+    scratch: str | Callable[..., Any] | None = None,
 ) -> None:
     """Make :func:`open_store` open URLs of ``scheme`` with ``opener``, and
-    :func:`scratch_space` make scratch stores with ``scratch`` (see :class:`StoreScheme`
-    for the arguments); a scheme registered before is replaced.
+    :func:`~tool_execution_checkpoint.testing.scratch.scratch_space` make scratch stores
+    with ``scratch`` (see :class:`StoreScheme` for the arguments); a scheme registered
+    before is replaced.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for a scheme that is not a URL scheme (a letter,
@@ -266,25 +265,3 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> ClosableStor
     except refused:  # its message or context may quote the URL: not kept as a context
         pass
     raise _refuse("url", "is not a URL this store can use (not shown: it may hold a password)")
-
-
-def scratch_space(url: str, **options: Any) -> ScratchSpace:
-    """The :class:`~.scratch.ScratchSpace` of the store ``url`` names, by its scheme: fresh,
-    empty stores inside the URL's target, each in a space of its own, removed by
-    ``remove()``; the records already under the URL are never read or written.
-
-    Args:
-        url: The store's URL; never shown in a message.
-        options: Where the spaces go, for a store that takes it (``schema`` on
-            PostgreSQL; the default is ``public``).
-
-    Raises:
-        CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL whose
-            scheme no store registered, whose store has no scratch space or does not take
-            the URL, or a store whose optional extra is not installed.
-    """
-    entry = _scheme_of(url)
-    if entry.scratch is None:
-        raise _refuse("url", "names a store that has no scratch space (check it by a factory)")
-    made = entry.scratch if callable(entry.scratch) else _load(entry.scratch, entry.extra)
-    return cast("ScratchSpace", made(url, **options))

@@ -44,9 +44,7 @@ import itertools
 import math
 import os
 import random
-import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -55,7 +53,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
@@ -74,7 +72,6 @@ from .core import (
     check_swap,
     decode_stored,
 )
-from .scratch import ScratchSpace
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -83,7 +80,6 @@ __all__ = [
     "SQLiteConfigurationError",
     "SQLiteNotAppliedError",
     "SQLiteOutcomeUnknownError",
-    "SQLiteScratch",
     "SQLiteStore",
     "SQLiteStoreError",
     "open_url",
@@ -1019,52 +1015,3 @@ def open_url(url: str, *, busy_timeout: float | None = None, create: bool = True
     """The opener of ``sqlite:`` URLs for :func:`~tool_execution_checkpoint.open_store`:
     :meth:`SQLiteStore.from_url`, with the same URLs, arguments and errors."""
     return SQLiteStore.from_url(url, busy_timeout=busy_timeout, create=create)
-
-
-class SQLiteScratch(ScratchSpace):
-    """Scratch stores for a ``sqlite:`` URL: a new directory ``.tec-check-XXXXXXXX`` beside
-    the URL's file, one new file per store in it (``check-N.db`` with its ``-wal`` and
-    ``-shm`` files), and the directory deleted at the end. The URL's own file is never
-    opened; its query (``busy_timeout``) is kept."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.parent = url_location(url)[0].parent
-        self.query = urlsplit(url).query
-        self.directory: Path | None = None
-
-    def describe(self) -> str:
-        """Where the new files go."""
-        return (
-            f"each check gets a new SQLite file in a new directory {self.parent}/"
-            f".tec-check-XXXXXXXX, deleted afterwards"
-        )
-
-    def _prepare(self) -> bool:
-        try:
-            self.directory = Path(tempfile.mkdtemp(prefix=".tec-check-", dir=self.parent))
-        except OSError as error:
-            raise SQLiteConfigurationError(
-                f"cannot create a directory in {self.parent}: {error.strerror}; "
-                f"the directory must exist and be writable"
-            ) from None
-        return True
-
-    def location(self, number: int) -> tuple[str, dict[str, Any]]:
-        """The ``sqlite:`` URL of file ``check-N.db`` in the new directory."""
-        if self.directory is None:
-            raise SQLiteNotAppliedError("no scratch directory yet: make a store first")
-        path = quote(str(self.directory / f"check-{number}.db"))
-        return f"sqlite://{path}" + (f"?{self.query}" if self.query else ""), {}
-
-    def _remove(self) -> str:
-        if self.directory is None:
-            return "nothing to remove"
-        try:
-            shutil.rmtree(self.directory)
-        except OSError as error:
-            raise SQLiteNotAppliedError(
-                f"could not delete the directory {self.directory} ({error.strerror}): "
-                f"delete it by hand"
-            ) from None
-        return f"deleted the directory {self.directory}"

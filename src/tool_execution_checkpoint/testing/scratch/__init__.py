@@ -3,20 +3,20 @@
 ``tool-checkpoint check-store URL`` holds a store to the conformance suite without touching
 the records already under the URL: every check gets a store in a space of its own, made for
 it, and every space is removed at the end. What a space is belongs to the store (a new file
-in a new directory, a new table, a new key prefix), so each store defines its
-:class:`ScratchSpace` next to its code and registers it with its URL schemes
-(``register_store(..., scratch=...)``); :func:`~.opening.scratch_space` finds it by the
-URL's scheme.
+in a new directory, a new table, a new key prefix): each built-in store's
+:class:`ScratchSpace` is in a module of this package (:mod:`.sqlite`, :mod:`.postgres`,
+:mod:`.redis`), and a store registers its own with its URL schemes
+(``register_store(..., scratch=...)``); :func:`scratch_space` finds it by the URL's scheme.
 """
 
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, cast
 
-from .opening import open_store
+from ...stores.opening import _load, _refuse, _scheme_of, open_store
 
-__all__ = ["ScratchSpace"]
+__all__ = ["ScratchSpace", "scratch_space"]
 
 
 class ScratchSpace:
@@ -43,7 +43,7 @@ class ScratchSpace:
 
     def location(self, number: int) -> tuple[str, dict[str, Any]]:
         """The URL and the options that open store ``number`` (counted from 1) with
-        :func:`~.opening.open_store`."""
+        :func:`~tool_execution_checkpoint.stores.open_store`."""
         raise NotImplementedError
 
     def _prepare(self) -> bool:
@@ -75,3 +75,25 @@ class ScratchSpace:
         for store in self.stores:
             store.close()
         return self._remove()
+
+
+def scratch_space(url: str, **options: Any) -> ScratchSpace:
+    """The :class:`ScratchSpace` of the store ``url`` names, by its scheme: fresh, empty
+    stores inside the URL's target, each in a space of its own, removed by ``remove()``;
+    the records already under the URL are never read or written.
+
+    Args:
+        url: The store's URL; never shown in a message.
+        options: Where the spaces go, for a store that takes it (``schema`` on
+            PostgreSQL; the default is ``public``).
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, naming no part of the URL, for a URL whose
+            scheme no store registered, whose store has no scratch space or does not take
+            the URL, or a store whose optional extra is not installed.
+    """
+    entry = _scheme_of(url)
+    if entry.scratch is None:
+        raise _refuse("url", "names a store that has no scratch space (check it by a factory)")
+    made = entry.scratch if callable(entry.scratch) else _load(entry.scratch, entry.extra)
+    return cast(ScratchSpace, made(url, **options))
