@@ -419,6 +419,21 @@ def single_worker_without_contracts(quick: bool, store: str, rounds: int) -> dic
     return details
 
 
+ROWS = (
+    ("runner", "", "run_once", "ratio", TARGET, "3 writes per call on each side, 1 KiB result"),
+    (
+        "writes",
+        "store_writes.",
+        "the store's writes alone",
+        "writes_ratio",
+        None,
+        "run_once's 3 writes of a call, its records made before timing",
+    ),
+)
+"""The rows of a workload: (side, key prefix, label, ratio field, target, note); a
+workload without the ratio field (the writes alone at 8 workers) has no such row."""
+
+
 def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[Figure]:
     """The run_once row of each workload, and the store's writes alone with 1 worker."""
     figures = []
@@ -426,33 +441,21 @@ def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[F
     for workload, result in results.items():
         single = result["workers"] == 1
         slug = workload.replace(", ", "_").replace(" ", "_")
-        unit = "µs/call" if single else "calls/s"
-        figure = "us_per_call" if single else "calls_per_second"
-        figures.append(
-            Figure(
-                key=f"stores.{store}.{slug}{tail}",
-                label=f"run_once, {LABELS[store]}, {workload}{suffix}",
-                value=result[f"runner_{figure}"],
-                unit=unit,
-                baseline=result[f"raw_{figure}"],
-                baseline_label="raw statements",
-                ratio=result["ratio"],
-                target=TARGET,
-                note="3 writes per call on each side, 1 KiB result",
-                details=result,
-            )
-        )
-        if "writes_ratio" in result:
+        measured = "us_per_call" if single else "calls_per_second"
+        for side, prefix, label, ratio, target, note in ROWS:
+            if ratio not in result:
+                continue
             figures.append(
                 Figure(
-                    key=f"stores.{store}.store_writes.{slug}{tail}",
-                    label=f"the store's writes alone, {LABELS[store]}, {workload}{suffix}",
-                    value=result[f"writes_{figure}"],
-                    unit=unit,
-                    baseline=result[f"raw_{figure}"],
+                    key=f"stores.{store}.{prefix}{slug}{tail}",
+                    label=f"{label}, {LABELS[store]}, {workload}{suffix}",
+                    value=result[f"{side}_{measured}"],
+                    unit="µs/call" if single else "calls/s",
+                    baseline=result[f"raw_{measured}"],
                     baseline_label="raw statements",
-                    ratio=result["writes_ratio"],
-                    note="run_once's 3 writes of a call, its records made before timing",
+                    ratio=result[ratio],
+                    target=target,
+                    note=note,
                     details=result,
                 )
             )
