@@ -11,7 +11,9 @@ Contracts are read when the library is imported, so each setting runs in a subpr
 of its own: ``TOOL_CHECKPOINT_CONTRACTS=1`` (icontract postconditions on, as in the
 tests and proofs) and ``TOOL_CHECKPOINT_CONTRACTS=0`` (off: the default, and always
 under ``python -O``). The lifecycle is the core's separate transitions, five records;
-``run_once`` writes the same protocol in three (see stores.py).
+``run_once`` writes the same protocol in three (see stores.py). It calls the transitions
+and ``decide_checkpoint`` itself on purpose: it measures the pure core alone, with no
+store and no runner.
 
     python benchmarks/core_lifecycle.py [--quick] [--json PATH]
 """

@@ -17,7 +17,7 @@ it run at most once per job id and hands its result to the caller:
   minimal fake Lambda context): SET NX of an in-progress item, run, SET of the result.
   Two writes; no fencing of the completion. It has no PostgreSQL layer;
 - the same three writes, raw: not a peer but the protocol's floor, what ``run_once``
-  sends for a call with none of the library (stores.raw_lifecycle: dict records,
+  sends for a call with none of the library (_raw.raw_lifecycle: dict records,
   ``json.dumps``, the store's own SQL or Lua scripts with its relaxed delivered mark,
   through psycopg or plain redis-py, one synchronous caller per worker). Its ratio to
   the fastest peer is what the three writes alone cost against the peer's two;
@@ -44,27 +44,10 @@ to the fastest peer at the same worker count (seconds per call at 1 worker, call
 second at 8; see _measure.py). The contracts-on interpreter of ``run_all.py`` measures
 this part in a fresh interpreter with the library's defaults (contracts off).
 
-Counting, in a separate pass, one subject at a time, through a TCP proxy
-(benchmarks/_proxy.py), with the same worker counts:
-
-- round trips per call: the proxy's turns of the conversation, whatever the driver;
-- PostgreSQL: write transactions per call (transaction ids used: a read uses none) and
-  WAL fsyncs per call (``pg_stat_wal.wal_sync``: every process's WAL fsyncs, backends'
-  commits and the WAL writer's background flushes alike). Backends report their counters
-  late, so that figure comes from a pass of its own: a fresh instance makes the calls
-  and closes, and the counter is read once its backends have exited (a backend reports
-  at exit) and the WAL is flushed to its end. A durable commit waits for one fsync of its own
-  with one caller, and shares one with other callers' commits at 8 (group commit); a
-  relaxed commit waits for none (the WAL writer flushes it within ``wal_writer_delay``);
-- Redis: commands per call and write commands per call (``INFO commandstats``, those run
-  inside Lua scripts included; a write command is one whose ``COMMAND INFO`` flags say
-  write, whether or not it changed anything), AOF bytes per call (``aof_current_size``),
-  and fsyncs per call: Redis counts none (``INFO persistence`` has no fsync counter in
-  Redis 7), so they are the ``fdatasync``/``fsync`` calls of the server's process counted
-  by ``strace -c`` while the subject runs (left out, with a note, when strace is
-  missing or may not attach). With appendfsync always, Redis fsyncs once per event-loop
-  turn in which a command changed the data, before it answers: a write that changed
-  nothing needs none, and concurrent writes share one.
+Counting, in a separate pass, one subject at a time, through a TCP proxy, with the same
+worker counts: round trips per call; write transactions and WAL fsyncs per call on
+PostgreSQL; commands, write commands, AOF bytes and fsyncs per call on Redis (_counts.py
+says how each is counted).
 
 Target: this library no slower than the fastest peer on the same server at the same
 worker count; where it is slower, the table says by how much and the counts say why.
@@ -78,51 +61,55 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import itertools
 import json
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-import uuid
 import warnings
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, Literal, cast
 
 import psycopg
 import redis
-import redis.asyncio
+from _calls import (
+    idemkit_async_call,
+    idemkit_sync_call,
+    powertools_call,
+    raw_writes,
+    tec_async,
+    tec_sync,
+)
+from _counts import count_postgres, count_redis
+from _drive import (
+    POOL,
+    WORKERS,
+    Loop,
+    Opener,
+    Ran,
+    Subject,
+    async_drive,
+    sync_drive,
+    timed,
+    warm,
+)
 from _measure import (
     Figure,
     compare,
     paired_rounds,
     print_table,
     run_with_contracts,
-    threaded,
     write_json,
 )
 from _proxy import CountingProxy
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
-from aws_lambda_powertools.utilities.idempotency.persistence.redis import (
-    RedisCachePersistenceLayer,
-)
-from idemkit import MethodConfig, idempotent_sync
-from idemkit import idempotent as idemkit_async
+from _raw import RawPostgres, RawRedis
 from idemkit.backends.postgres import PostgresBackend, init_pg
 from idemkit.backends.redis import RedisBackend
 from idemkit.core.sync_bridge import run_sync
 from psycopg_pool import ConnectionPool
-from stores import RawPostgres, RawRedisRecords, raw_binding, raw_lifecycle
 
-from tool_execution_checkpoint import Binding, RunStatus, run_once, run_once_async
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore
 from tool_execution_checkpoint.stores.redis import AsyncRedisStore, RedisStore
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
@@ -130,438 +117,179 @@ from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from postgres_server import PostgresServer
-from redis_server import RedisServer, start_redis_server, stop_redis_server
+from redis_server import start_redis_server, stop_redis_server
 
-PAYLOAD: dict[str, Any] = {"data": "x" * (1024 - len('{"data":""}'))}
+__all__ = ["CONTENDERS", "Contender", "run"]
+
 TARGET = 1.0
-WORKERS = (1, 8)
-POOL = max(WORKERS)
-"""Connections in every subject's pool (PostgreSQL): one per worker."""
 SERVERS = {"postgres": "PostgreSQL", "redis": "Redis"}
 FLOOR = "no library"
 """The library of the subjects that send the protocol's writes raw (all three, or the
 first two): neither this library nor a peer, never the baseline."""
 
-Drive = Callable[[str, int, int], float]
-"""``drive(run, workers, calls)``: ``workers`` callers each run the guarded function for
-their own ``calls`` job ids ``{run}-{worker}-{n}``, all at once; the wall seconds."""
+
+# --- the contenders: one table ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Subject:
+class Place:
+    """Where a contender is opened: its server's URL, a name of its own (its table,
+    prefix or namespace), and ``run``, which runs a coroutine where the contender's own
+    coroutines run (this process's loop for an asyncio contender, idemkit's bridge loop
+    for a synchronous one: idemkit's sync API runs its coroutines there)."""
+
+    url: str
     name: str
-    """What the table calls it: the library and its API, and the store for this one."""
+    run: Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+@contextlib.contextmanager
+def _closed_on(resource: Any, place: Place) -> Iterator[Any]:
+    """``resource`` for the block, then its ``aclose()`` run where it belongs."""
+    try:
+        yield resource
+    finally:
+        place.run(resource.aclose())
+
+
+def pg_store(place: Place) -> AbstractContextManager[Any]:
+    return PostgresStore(place.url, table=place.name, min_size=POOL, max_size=POOL)
+
+
+def async_pg_store(place: Place) -> AbstractContextManager[Any]:
+    store = AsyncPostgresStore(place.url, table=place.name, min_size=POOL, max_size=POOL)
+    return _closed_on(store, place)
+
+
+def idemkit_pg(place: Place) -> AbstractContextManager[Any]:
+    backend = PostgresBackend.from_url(place.url, table=place.name, min_size=POOL, max_size=POOL)
+    return _closed_on(backend, place)
+
+
+def idemkit_table(place: Place) -> None:
+    asyncio.run(init_pg(place.url, table=place.name))
+
+
+@contextlib.contextmanager
+def raw_pg(place: Place) -> Iterator[Any]:
+    kwargs = {"autocommit": True}
+    with ConnectionPool(place.url, min_size=POOL, max_size=POOL, kwargs=kwargs) as pool:
+        raw = RawPostgres(pool, place.url, place.name)
+        pool.wait()
+        yield raw
+
+
+def redis_store(place: Place) -> AbstractContextManager[Any]:
+    return RedisStore.from_url(place.url, prefix=f"{place.name}:")
+
+
+def async_redis_store(place: Place) -> AbstractContextManager[Any]:
+    return _closed_on(AsyncRedisStore.from_url(place.url, prefix=f"{place.name}:"), place)
+
+
+def idemkit_redis(place: Place) -> AbstractContextManager[Any]:
+    return _closed_on(RedisBackend.from_url(place.url, namespace=place.name), place)
+
+
+def redis_client(place: Place) -> AbstractContextManager[Any]:
+    return redis.Redis.from_url(place.url)
+
+
+@contextlib.contextmanager
+def raw_redis(place: Place) -> Iterator[Any]:
+    with redis.Redis.from_url(place.url) as client:
+        yield RawRedis(client, f"{place.name}:")
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One measured subject, as data: what the table calls it, whose it is, the server it
+    runs on, whether its guarded call is a function or a coroutine function, what it opens
+    (``open``: its store, backend, client or pool, for the ``with`` block), and how it
+    makes one guarded call with that (``call``)."""
+
+    name: str
     library: str
-    drive: Drive
+    server: Literal["postgres", "redis"]
+    kind: Literal["sync", "async"]
+    open: Callable[[Place], AbstractContextManager[Any]]
+    call: Callable[[Any, Ran], Callable[[str], Any]]
+    prepare: Callable[[Place], None] | None = None
+    """What its server needs once before it is opened (idemkit's table)."""
 
 
-Opener = Callable[[], AbstractContextManager[Subject]]
-"""Open a subject (its pools, clients and backends) for the ``with`` block, close it
-after."""
+PG: Final = "postgres"
+REDIS: Final = "redis"
+SYNC: Final = "sync"
+ASYNC: Final = "async"
+MINE, THREE, TWO = "this library", "the same three writes, raw", "the first two writes, raw"
+_ALL = functools.partial(raw_writes, mark=True)
+_FIRST_TWO = functools.partial(raw_writes, mark=False)
+
+CONTENDERS = (
+    Contender("run_once, PostgresStore", MINE, PG, SYNC, pg_store, tec_sync),
+    Contender("run_once_async, AsyncPostgresStore", MINE, PG, ASYNC, async_pg_store, tec_async),
+    Contender("idemkit sync", "idemkit", PG, SYNC, idemkit_pg, idemkit_sync_call, idemkit_table),
+    Contender("idemkit async", "idemkit", PG, ASYNC, idemkit_pg, idemkit_async_call, idemkit_table),
+    Contender(THREE, FLOOR, PG, SYNC, raw_pg, _ALL),
+    Contender(TWO, FLOOR, PG, SYNC, raw_pg, _FIRST_TWO),
+    Contender("run_once, RedisStore", MINE, REDIS, SYNC, redis_store, tec_sync),
+    Contender("run_once_async, AsyncRedisStore", MINE, REDIS, ASYNC, async_redis_store, tec_async),
+    Contender("idemkit sync", "idemkit", REDIS, SYNC, idemkit_redis, idemkit_sync_call),
+    Contender("idemkit async", "idemkit", REDIS, ASYNC, idemkit_redis, idemkit_async_call),
+    Contender("powertools", "powertools", REDIS, SYNC, redis_client, powertools_call),
+    Contender(THREE, FLOOR, REDIS, SYNC, raw_redis, _ALL),
+    Contender(TWO, FLOOR, REDIS, SYNC, raw_redis, _FIRST_TWO),
+)
+"""Every subject, in the order they are timed and listed."""
 
 
-class Ran:
-    """How often the guarded function really ran, per job id ``{run}-{worker}-{n}``."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.runs: dict[str, Counter[str]] = {}
-
-    def __call__(self, job: str) -> dict[str, Any]:
-        with self.lock:
-            self.runs.setdefault(job.rsplit("-", 2)[0], Counter())[job] += 1
-        return PAYLOAD
-
-    def check(self, run: str, calls: int) -> None:
-        with self.lock:
-            mine = dict(self.runs.pop(run, Counter()))
-        if len(mine) != calls or set(mine.values()) != {1}:
-            raise AssertionError(f"{run}: expected {calls} jobs run once each: {mine}")
-
-
-class FakeLambdaContext:
-    """What powertools reads from a Lambda context."""
-
-    function_name = "bench"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 128
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:000000000000:function:bench"
-    aws_request_id = "bench-request"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 300_000
-
-
-class Loop:
-    """One event loop, in this thread, for the asyncio subjects."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-
-    def run(self, coroutine: Any) -> Any:
-        return self.loop.run_until_complete(coroutine)
-
-    def close(self) -> None:
-        self.loop.close()
-
-
-# --- driving a subject's calls -----------------------------------------------------------
-
-
-def sync_drive(call: Callable[[str], None], ran: Ran) -> Drive:
-    """Drive a synchronous subject: the caller's thread for 1 worker, else 1 thread each."""
-
-    def drive(run: str, workers: int, calls: int) -> float:
-        def worker(number: int) -> None:
-            for index in range(calls):
-                call(f"{run}-{number}-{index}")
-
-        if workers == 1:
-            began = time.perf_counter()
-            worker(0)
-            elapsed = time.perf_counter() - began
+@contextlib.contextmanager
+def opened(contender: Contender, place: Place, ran: Ran, loop: Loop) -> Iterator[Subject]:
+    """``contender`` open at ``place``, as a :class:`Subject` whose calls ``ran`` counts."""
+    with contender.open(place) as resource:
+        call = contender.call(resource, ran)
+        if contender.kind == "sync":
+            drive = sync_drive(call, ran)
         else:
-            elapsed = threaded([functools.partial(worker, number) for number in range(workers)])
-        ran.check(run, workers * calls)
-        return elapsed
-
-    return drive
+            drive = async_drive(cast(Callable[[str], Awaitable[None]], call), ran, loop)
+        yield Subject(contender.name, contender.library, drive)
 
 
-def async_drive(call: Callable[[str], Awaitable[None]], ran: Ran, loop: Loop) -> Drive:
-    """Drive an asyncio subject: ``workers`` tasks on one event loop."""
-
-    async def worker(run: str, number: int, calls: int) -> None:
-        for index in range(calls):
-            await call(f"{run}-{number}-{index}")
-
-    async def many(run: str, workers: int, calls: int) -> float:
-        began = time.perf_counter()
-        await asyncio.gather(*(worker(run, number, calls) for number in range(workers)))
-        return time.perf_counter() - began
-
-    def drive(run: str, workers: int, calls: int) -> float:
-        elapsed = cast(float, loop.run(many(run, workers, calls)))
-        ran.check(run, workers * calls)
-        return elapsed
-
-    return drive
-
-
-# --- each subject's one guarded call -------------------------------------------------------
-
-
-def _binding(job: str) -> Binding:
-    return Binding("bench", job, "tool", "1", "sha256:0")
-
-
-def tec_sync(store: Any, ran: Ran) -> Callable[[str], None]:
-    def call(job: str) -> None:
-        delivered: list[object] = []
-        outcome = run_once(store, _binding(job), functools.partial(ran, job), delivered.append)
-        if outcome.status is not RunStatus.EXECUTED_AND_DELIVERED or delivered != [PAYLOAD]:
-            raise AssertionError(f"run_once: {outcome.status}")
-
-    return call
-
-
-def tec_async(store: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
-    async def call(job: str) -> None:
-        delivered: list[object] = []
-
-        async def tool() -> dict[str, Any]:
-            return ran(job)
-
-        async def deliver(payload: object) -> None:
-            delivered.append(payload)
-
-        outcome = await run_once_async(store, _binding(job), tool, deliver)
-        if outcome.status is not RunStatus.EXECUTED_AND_DELIVERED or delivered != [PAYLOAD]:
-            raise AssertionError(f"run_once_async: {outcome.status}")
-
-    return call
-
-
-def raw_writes(raw: Any, ran: Ran, *, mark: bool = True) -> Callable[[str], None]:
-    """The protocol's floor: the same three writes run_once makes (the claimed record,
-    the result with its delivery claim, the relaxed delivered mark), as dict records
-    through the same driver with none of the library (stores.raw_lifecycle); without
-    ``mark``, the first two only."""
-
-    def call(job: str) -> None:
-        delivered: list[object] = []
-        tool = functools.partial(ran, job)
-        binding = raw_binding(job)
-        if not raw_lifecycle(
-            raw,
-            f"bench/{job}",
-            binding=binding,
-            me=job,
-            tool=tool,
-            deliver=delivered.append,
-            mark=mark,
-        ):
-            raise AssertionError("a job of its own was created by another caller")
-        if delivered != [PAYLOAD]:
-            raise AssertionError("the raw writes delivered another result")
-
-    return call
-
-
-def _one_tenant(arguments: Any) -> str:
-    del arguments
-    return "bench"
-
-
-def _method_config() -> MethodConfig:
-    # key_fields: the job id is the operation's identity; scope: one tenant, said so.
-    return MethodConfig(key_fields=["job"], scope=_one_tenant)
-
-
-def idemkit_sync_call(backend: Any, ran: Ran) -> Callable[[str], None]:
-    def tool(job: str) -> dict[str, Any]:
-        return ran(job)
-
-    guarded = idempotent_sync(backend=backend, config=_method_config())(tool)
-
-    def call(job: str) -> None:
-        if guarded(job=job) != PAYLOAD:
-            raise AssertionError("idemkit returned another result")
-
-    return call
-
-
-def idemkit_async_call(backend: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
-    async def tool(job: str) -> dict[str, Any]:
-        return ran(job)
-
-    guarded = idemkit_async(backend=backend, config=_method_config())(tool)
-
-    async def call(job: str) -> None:
-        if await guarded(job=job) != PAYLOAD:
-            raise AssertionError("idemkit returned another result")
-
-    return call
-
-
-def powertools_call(client: redis.Redis, ran: Ran) -> Callable[[str], None]:
-    layer = RedisCachePersistenceLayer(client=cast(Any, client))
-    config = IdempotencyConfig(event_key_jmespath="job")
-    context = FakeLambdaContext()
-
-    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        del context
-        return ran(event["job"])
-
-    handler = idempotent(persistence_store=layer, config=config)(handle)
-
-    def call(job: str) -> None:
-        if handler({"job": job}, context) != PAYLOAD:
-            raise AssertionError("powertools returned another result")
-
-    return call
-
-
-# --- the subjects on each server ---------------------------------------------------------
+def openers(server: str, url: str, loop: Loop, tag: str) -> dict[str, Opener]:
+    """An opener for every contender on ``server`` at ``url``, by name; ``tag`` keeps each
+    instance's tables and prefixes apart (an opener opened again uses the same ones)."""
+    ran = Ran()
+    found: dict[str, Opener] = {}
+    for number, contender in enumerate(CONTENDERS):
+        if contender.server != server:
+            continue
+        place = Place(url, f"s{number}_{tag}", loop.run if contender.kind == "async" else run_sync)
+        if contender.prepare is not None:
+            contender.prepare(place)
+        found[contender.name] = functools.partial(opened, contender, place, ran, loop)
+    return found
 
 
 def _with_port(url: str, port: int, proxy_port: int) -> str:
     return url.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy_port}")
 
 
-RAW_SUBJECTS = (("the same three writes, raw", True), ("the first two writes, raw", False))
-"""The floor subjects on each server: their names, and whether they write the delivered
-mark."""
-
-
-def postgres_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
-    """Every subject on PostgreSQL at ``url``; ``tag`` keeps each instance's tables apart
-    (an opener opened again uses the same tables)."""
-    for table in (f"idemkit_sync_{tag}", f"idemkit_async_{tag}"):
-        asyncio.run(init_pg(url, table=table))
-    ran = Ran()
-
-    @contextlib.contextmanager
-    def tec_sync_subject() -> Iterator[Subject]:
-        store = PostgresStore(url, table=f"tec_sync_{tag}", min_size=POOL, max_size=POOL)
-        try:
-            yield Subject(
-                "run_once, PostgresStore", "this library", sync_drive(tec_sync(store, ran), ran)
-            )
-        finally:
-            store.close()
-
-    @contextlib.contextmanager
-    def tec_async_subject() -> Iterator[Subject]:
-        store = AsyncPostgresStore(url, table=f"tec_async_{tag}", min_size=POOL, max_size=POOL)
-        try:
-            yield Subject(
-                "run_once_async, AsyncPostgresStore",
-                "this library",
-                async_drive(tec_async(store, ran), ran, loop),
-            )
-        finally:
-            loop.run(store.aclose())
-
-    @contextlib.contextmanager
-    def idemkit_sync_subject() -> Iterator[Subject]:
-        table = f"idemkit_sync_{tag}"
-        backend = PostgresBackend.from_url(url, table=table, min_size=POOL, max_size=POOL)
-        try:
-            yield Subject(
-                "idemkit sync", "idemkit", sync_drive(idemkit_sync_call(backend, ran), ran)
-            )
-        finally:
-            run_sync(backend.aclose())  # on idemkit's own loop, before the server stops
-
-    @contextlib.contextmanager
-    def idemkit_async_subject() -> Iterator[Subject]:
-        table = f"idemkit_async_{tag}"
-        backend = PostgresBackend.from_url(url, table=table, min_size=POOL, max_size=POOL)
-        try:
-            yield Subject(
-                "idemkit async",
-                "idemkit",
-                async_drive(idemkit_async_call(backend, ran), ran, loop),
-            )
-        finally:
-            loop.run(backend.aclose())
-
-    @contextlib.contextmanager
-    def raw_subject(name: str, mark: bool) -> Iterator[Subject]:
-        table = f"raw_{tag}_{int(mark)}"
-        with PostgresStore(url, table=table) as setup:
-            setup.get("set-up")  # the same table, made by the store's DDL on first use
-        kwargs = {"autocommit": True}
-        with ConnectionPool(url, min_size=POOL, max_size=POOL, kwargs=kwargs) as pool:
-            pool.wait()
-            raw = RawPostgres(pool, table)
-            yield Subject(name, FLOOR, sync_drive(raw_writes(raw, ran, mark=mark), ran))
-
-    return [
-        tec_sync_subject,
-        tec_async_subject,
-        idemkit_sync_subject,
-        idemkit_async_subject,
-        *(functools.partial(raw_subject, name, mark) for name, mark in RAW_SUBJECTS),
-    ]
-
-
-def redis_openers(url: str, loop: Loop, tag: str) -> list[Opener]:
-    ran = Ran()
-
-    @contextlib.contextmanager
-    def tec_sync_subject() -> Iterator[Subject]:
-        store = RedisStore.from_url(url, prefix=f"tec-sync-{tag}:")
-        try:
-            yield Subject(
-                "run_once, RedisStore", "this library", sync_drive(tec_sync(store, ran), ran)
-            )
-        finally:
-            store.close()
-
-    @contextlib.contextmanager
-    def tec_async_subject() -> Iterator[Subject]:
-        store = AsyncRedisStore.from_url(url, prefix=f"tec-async-{tag}:")
-        try:
-            yield Subject(
-                "run_once_async, AsyncRedisStore",
-                "this library",
-                async_drive(tec_async(store, ran), ran, loop),
-            )
-        finally:
-            loop.run(store.aclose())
-
-    @contextlib.contextmanager
-    def idemkit_sync_subject() -> Iterator[Subject]:
-        backend = RedisBackend.from_url(url, namespace=f"idemkit-sync-{tag}")
-        try:
-            yield Subject(
-                "idemkit sync", "idemkit", sync_drive(idemkit_sync_call(backend, ran), ran)
-            )
-        finally:
-            run_sync(backend.aclose())
-
-    @contextlib.contextmanager
-    def idemkit_async_subject() -> Iterator[Subject]:
-        backend = RedisBackend.from_url(url, namespace=f"idemkit-async-{tag}")
-        try:
-            yield Subject(
-                "idemkit async",
-                "idemkit",
-                async_drive(idemkit_async_call(backend, ran), ran, loop),
-            )
-        finally:
-            loop.run(backend.aclose())
-
-    @contextlib.contextmanager
-    def powertools_subject() -> Iterator[Subject]:
-        client = redis.Redis.from_url(url)
-        try:
-            yield Subject("powertools", "powertools", sync_drive(powertools_call(client, ran), ran))
-        finally:
-            client.close()
-
-    @contextlib.contextmanager
-    def raw_subject(name: str, mark: bool) -> Iterator[Subject]:
-        client = redis.Redis.from_url(url)
-        try:
-            raw = RawRedisRecords(client, f"raw-{tag}-{int(mark)}:")
-            yield Subject(name, FLOOR, sync_drive(raw_writes(raw, ran, mark=mark), ran))
-        finally:
-            client.close()
-
-    return [
-        tec_sync_subject,
-        tec_async_subject,
-        idemkit_sync_subject,
-        idemkit_async_subject,
-        powertools_subject,
-        *(functools.partial(raw_subject, name, mark) for name, mark in RAW_SUBJECTS),
-    ]
-
-
 @contextlib.contextmanager
-def all_open(openers: Sequence[Opener]) -> Iterator[list[Subject]]:
+def all_open(openers: Mapping[str, Opener]) -> Iterator[list[Subject]]:
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(opener()) for opener in openers]
+        yield [stack.enter_context(opener()) for opener in openers.values()]
 
 
 # --- timing ----------------------------------------------------------------------------
 
 
-_runs = itertools.count()
-
-
-def _run_id(subject: Subject) -> str:
-    return f"{subject.library[:4]}-{uuid.uuid4().hex[:8]}-{next(_runs)}"
-
-
-def _timed(subject: Subject, workers: int, calls: int) -> tuple[float, float]:
-    """Wall seconds per call and client CPU seconds per call of one batch."""
-    cpu = time.process_time()
-    elapsed = subject.drive(_run_id(subject), workers, calls)
-    total = workers * calls
-    return elapsed / total, (time.process_time() - cpu) / total
-
-
-WARM = 6
-"""Warm-up calls per pool connection: psycopg prepares a statement on a connection's
-fifth use of it, and a preparation is one more round trip."""
-
-
-def _warm(subject: Subject, workers: int) -> None:
-    """Connections open, statements prepared, scripts loaded, on every connection."""
-    subject.drive(_run_id(subject), workers, WARM * POOL // workers)
-
-
 def speed(subjects: list[Subject], workers: int, calls: int, rounds: int) -> dict[str, Any]:
     """Paired rounds of every subject at ``workers`` callers of ``calls`` calls each."""
     for subject in subjects:
-        _warm(subject, workers)
+        warm(subject, workers)
     samples = paired_rounds(
-        {subject.name: functools.partial(_timed, subject, workers, calls) for subject in subjects},
+        {subject.name: functools.partial(timed, subject, workers, calls) for subject in subjects},
         rounds,
     )
     walls = {name: [wall for wall, _ in values] for name, values in samples.items()}
@@ -583,194 +311,6 @@ def speed(subjects: list[Subject], workers: int, calls: int, rounds: int) -> dic
     }
 
 
-# --- counting: PostgreSQL ------------------------------------------------------------------
-
-
-def _scalar(connection: psycopg.Connection[Any], query: str) -> Any:
-    row = connection.execute(query.encode()).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _next_xid(admin_url: str) -> int:
-    """The next transaction id: it moves by one for each transaction that writes, and
-    not for reads."""
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        return int(_scalar(connection, "SELECT pg_snapshot_xmax(pg_current_snapshot())"))
-
-
-def _settled_wal(admin_url: str, timeout: float = 30.0) -> dict[str, int]:
-    """``pg_stat_wal``'s counters once no other client is connected (a backend reports
-    its pending counters when it exits, before it leaves pg_stat_activity) and the WAL is
-    flushed up to its end (the WAL writer reports its flushes as it makes them)."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        while True:
-            others = _scalar(
-                connection,
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
-            )
-            flushed = _scalar(
-                connection, "SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()"
-            )
-            if (others == 0 and flushed) or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        time.sleep(0.05)  # the WAL writer reports right after its flush
-        row = connection.execute(b"SELECT wal_sync, wal_write FROM pg_stat_wal").fetchone()
-        sync, write = cast(tuple[Any, Any], row)
-    return {"wal_syncs": int(sync), "wal_writes": int(write)}
-
-
-def _minus(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {name: after[name] - before[name] for name in after}
-
-
-def count_postgres(
-    opener: Opener, proxy: CountingProxy, admin_url: str, workers: int, calls: int
-) -> dict[str, Any]:
-    """Round trips, write transactions and WAL fsyncs per call of one subject, alone.
-
-    Round trips and transaction ids are counted around the calls of a warmed instance.
-    The WAL fsyncs are counted around a whole instance (backends report theirs when they
-    exit), opened cold for the calls alone: opening connections and preparing
-    statements write no WAL."""
-    with opener() as subject:
-        _warm(subject, workers)
-        time.sleep(0.05)
-        xid = _next_xid(admin_url)
-        proxy.reset()
-        _timed(subject, workers, calls)
-        trips = proxy.round_trips
-        transactions = _next_xid(admin_url) - xid
-    start = _settled_wal(admin_url)
-    with opener() as subject:
-        _timed(subject, workers, calls)
-    wal = _minus(_settled_wal(admin_url), start)
-    total = workers * calls
-    return {
-        "round_trips_per_call": round(trips / total, 2),
-        "write_transactions_per_call": round(transactions / total, 2),
-        "wal_fsyncs_per_call": round(wal["wal_syncs"] / total, 2),
-        "wal_writes_per_call": round(wal["wal_writes"] / total, 2),
-    }
-
-
-# --- counting: Redis ---------------------------------------------------------------------
-
-
-class FsyncCount:
-    """``with FsyncCount(pid) as count:`` the fdatasync and fsync calls of process ``pid``
-    (all its threads) during the block, counted by ``strace -c``; ``count.calls`` is None
-    when strace is missing or could not attach (``count.problem`` says why)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.calls: int | None = None
-        self.problem = ""
-        self._process: subprocess.Popen[str] | None = None
-        self._directory = tempfile.TemporaryDirectory(prefix="tec-bench-strace-")
-        self._output = Path(self._directory.name) / "summary.txt"
-
-    def __enter__(self) -> FsyncCount:
-        strace = shutil.which("strace")
-        if strace is None:
-            self.problem = "strace is not installed"
-            return self
-        command = [strace, "-f", "-c", "-e", "trace=fsync,fdatasync"]
-        command += ["-o", str(self._output), "-p", str(self.pid)]
-        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-        assert process.stderr is not None
-        line = process.stderr.readline()  # "strace: Process N attached with M threads"
-        if "attached" not in line:
-            process.kill()
-            process.wait()
-            self.problem = f"strace could not attach: {line.strip()}"
-            return self
-        self._process = process
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        process = self._process
-        if process is None:
-            self._directory.cleanup()
-            return
-        process.send_signal(signal.SIGINT)
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-        calls = 0
-        for line in self._output.read_text(encoding="utf-8").splitlines():
-            fields = line.split()
-            if fields and fields[-1] in ("fsync", "fdatasync"):
-                calls += int(fields[3])
-        self.calls = calls
-        self._directory.cleanup()
-
-
-class RedisCounters:
-    """The server's own counts on ``client``: commands, write commands (by their
-    ``COMMAND INFO`` flags) and the AOF's size."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-        self.writes: dict[str, bool] = {}
-
-    def _is_write(self, name: str) -> bool:
-        if name not in self.writes:
-            info: Any = cast(Any, self.client).execute_command("COMMAND", "INFO", name)
-            flags = info.get(name, {}).get("flags", []) if isinstance(info, dict) else []
-            self.writes[name] = "write" in [str(flag) for flag in flags]
-        return self.writes[name]
-
-    def read(self) -> dict[str, int]:
-        stats: dict[str, Any] = self.client.info("commandstats")
-        calls = {key.removeprefix("cmdstat_"): int(value["calls"]) for key, value in stats.items()}
-        aof: dict[str, Any] = self.client.info("persistence")
-        return {
-            "commands": sum(calls.values()),
-            "write_commands": sum(n for name, n in calls.items() if self._is_write(name)),
-            "aof_bytes": int(aof["aof_current_size"]),
-        }
-
-
-def count_redis(
-    opener: Opener, proxy: CountingProxy, server: RedisServer, workers: int, calls: int
-) -> dict[str, Any]:
-    """Round trips, commands, write commands, AOF bytes and fsyncs per call of one
-    subject, alone. The counters' own commands (INFO, measured with nothing between)
-    are subtracted."""
-    watcher = server.client()
-    counters = RedisCounters(watcher)
-    try:
-        counters.read()  # every command name seen so far is classified
-        first = counters.read()
-        idle = _minus(counters.read(), first)
-        with opener() as subject:
-            _warm(subject, workers)
-            counters.read()
-            with FsyncCount(server.process.pid) as fsyncs:
-                before = counters.read()
-                proxy.reset()
-                _timed(subject, workers, calls)
-                trips = proxy.round_trips
-                work = _minus(_minus(counters.read(), before), idle)
-    finally:
-        watcher.close()
-    total = workers * calls
-    return {
-        "round_trips_per_call": round(trips / total, 2),
-        "commands_per_call": round(work["commands"] / total, 2),
-        "write_commands_per_call": round(work["write_commands"] / total, 2),
-        "aof_bytes_per_call": round(work["aof_bytes"] / total),
-        "fsyncs_per_call": None if fsyncs.calls is None else round(fsyncs.calls / total, 2),
-        "fsyncs_not_counted": fsyncs.problem,
-    }
-
-
 # --- the whole measurement -----------------------------------------------------------------
 
 
@@ -789,7 +329,7 @@ def sizes(quick: bool) -> Sizes:
     return Sizes(calls={1: 100, 8: 30}, rounds=21, counted={1: 40, 8: 10})
 
 
-def _timings(openers: Sequence[Opener], plan: Sizes) -> dict[str, Any]:
+def _timings(openers: Mapping[str, Opener], plan: Sizes) -> dict[str, Any]:
     with all_open(openers) as subjects:
         return {
             str(workers): speed(subjects, workers, plan.calls[workers], plan.rounds)
@@ -800,20 +340,21 @@ def _timings(openers: Sequence[Opener], plan: Sizes) -> dict[str, Any]:
 def measure_postgres(plan: Sizes, loop: Loop) -> dict[str, Any]:
     with PostgresServer() as server, CountingProxy("127.0.0.1", server.port) as proxy:
         results: dict[str, Any] = {
-            "workers": _timings(postgres_openers(server.url, loop, "d"), plan)
+            "workers": _timings(openers("postgres", server.url, loop, "d"), plan)
         }
         with psycopg.connect(server.admin_url, autocommit=True) as admin:
             # No autovacuum worker or timed checkpoint writes WAL while a subject is counted.
             admin.execute(b"ALTER SYSTEM SET autovacuum = off")
             admin.execute(b"SELECT pg_reload_conf()")
             admin.execute(b"CHECKPOINT")
-            version = _scalar(admin, "SHOW server_version")
+            row = admin.execute(b"SHOW server_version").fetchone()
+            version = row[0] if row else "?"
         proxied = _with_port(server.url, server.port, proxy.port)
-        openers = postgres_openers(proxied, loop, "p")
+        counted_openers = openers("postgres", proxied, loop, "p")
         results["counts"] = {
             str(workers): {
                 name: count_postgres(opener, proxy, server.admin_url, workers, counted)
-                for name, opener in zip(results["workers"]["1"]["library"], openers, strict=True)
+                for name, opener in counted_openers.items()
             }
             for workers, counted in plan.counted.items()
         }
@@ -826,16 +367,15 @@ def measure_redis(plan: Sizes, loop: Loop) -> dict[str, Any]:
         server = start_redis_server(Path(name) / "redis")
         try:
             results: dict[str, Any] = {
-                "workers": _timings(redis_openers(server.url(), loop, "d"), plan)
+                "workers": _timings(openers("redis", server.url(), loop, "d"), plan)
             }
             with CountingProxy("127.0.0.1", server.port) as proxy:
                 proxied = _with_port(server.url(), server.port, proxy.port)
-                openers = redis_openers(proxied, loop, "p")
-                names = list(results["workers"]["1"]["library"])
+                counted_openers = openers("redis", proxied, loop, "p")
                 results["counts"] = {
                     str(workers): {
                         name: count_redis(opener, proxy, server, workers, counted)
-                        for name, opener in zip(names, openers, strict=True)
+                        for name, opener in counted_openers.items()
                     }
                     for workers, counted in plan.counted.items()
                 }

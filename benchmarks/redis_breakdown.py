@@ -12,11 +12,15 @@ round, and reported as its median:
 - ``run_once, no I/O``: ``run_once`` on a store that builds each command exactly as
   RedisStore does (the record checked and encoded, the script's keys and arguments) and
   sends none: the library's own Python per call, without redis-py and the socket;
-- ``the store's 3 writes``: the same three writes a call makes (records made once,
-  before the rounds), through RedisStore: the store, redis-py and the socket;
+- ``the store's 3 writes``: the three writes ``run_once`` makes for a call (recorded
+  from it once, before the rounds: stores.recorded_call), replayed through RedisStore:
+  the store, redis-py and the socket;
 - ``powertools' 2 SETs``: the two commands powertools sends (``SET NX EX`` of its
   in-progress item, ``SET EX`` of its result, values of the sizes it writes) through
   redis-py, with none of powertools.
+
+No side runs a copy of the host protocol: ``run_once`` drives every store side, and the
+store's writes alone are the ones it made.
 
 The server's side, from ``INFO commandstats`` over a pass of its own per subject: the
 commands the server ran per call (those inside a script included) and its microseconds
@@ -41,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _calls import powertools_call, tec_sync
+from _drive import PAYLOAD, Ran
 from _measure import machine, paired_rounds
-from peers import PAYLOAD, Ran, powertools_call, tec_sync
+from stores import recorded_call, replay
 
-from tool_execution_checkpoint import Binding, Checkpoint, run_once
+from tool_execution_checkpoint import Checkpoint
 from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 
@@ -72,47 +78,13 @@ class Unsent:
         raise AssertionError("a call whose writes all land reads nothing")
 
 
-class Recorder:
-    """A store that keeps the writes of one call, to replay them."""
-
-    def __init__(self) -> None:
-        self.writes: list[tuple[int | None, Checkpoint]] = []
-
-    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
-        del key
-        self.writes.append((None, record))
-        return True
-
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        del key
-        self.writes.append((expected_revision, record))
-        return True
-
-    def get(self, key: str) -> None:
-        del key
-        raise AssertionError("a call whose writes all land reads nothing")
-
-
-def one_calls_writes() -> list[tuple[int | None, Checkpoint]]:
-    recorder = Recorder()
-    binding = Binding("bench", "job", "tool", "1", "sha256:0")
-    delivered: list[object] = []
-    run_once(recorder, binding, lambda: PAYLOAD, delivered.append)
-    return recorder.writes
-
-
 def store_writes(store: RedisStore) -> Callable[[str], None]:
-    writes = one_calls_writes()
+    """The writes run_once made for one call (recorded before the rounds), replayed on
+    each job's key: the store's writes alone, not a copy of the protocol."""
+    _, writes = recorded_call("job")
 
     def call(key: str) -> None:
-        for expected, record in writes:
-            landed = (
-                store.create_if_absent(key, record)
-                if expected is None
-                else store.compare_and_swap(key, expected, record)
-            )
-            if not landed:
-                raise AssertionError("a replayed write did not land")
+        replay(store, key, writes)
 
     return call
 

@@ -8,7 +8,9 @@ median (see _measure.py). The parts:
 - validation: a 64 KiB and a 10 MiB payload through ``Result`` vs one json.dumps, and
   the peak memory of the 10 MiB one (validation.py);
 - stores: run_once on MemoryStore, SQLiteStore, PostgresStore and RedisStore vs the raw
-  statements, 1 and 8 workers, distinct keys and a hot key (stores.py);
+  statements, 1 and 8 workers, distinct keys and a hot key, and with 1 worker the
+  store's writes alone (run_once's writes replayed through the store) vs the same raw
+  statements (stores.py);
 - peers: the same guarded call through idemkit and aws-lambda-powertools on the same
   PostgreSQL and Redis servers, with round trips per call (peers.py);
 - harness: the model-based harness's examples/s on MemoryStore and SQLiteStore

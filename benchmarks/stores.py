@@ -8,12 +8,12 @@ not land). Each is its own durable commit on a durable store, except the last on
 delivered mark, by default: PostgresStore commits it with ``synchronous_commit`` off and
 RedisStore does not append it to the AOF.
 
-The baseline (``raw_lifecycle``) sends the same three writes (the claimed record, the
-result with its delivery claim, the delivered mark) through the same driver with none of
-the library: plain dict records encoded with ``json.dumps``, the store's statements sent
-raw (the very SQL or Lua scripts the store sends, the relaxed delivered mark on
-PostgreSQL and Redis included, on a connection or pool of the same size and the same durability).
-So the two sides differ by the library's work alone.
+The baseline (``_raw.raw_lifecycle``) sends the same three writes (the claimed record,
+the result with its delivery claim, the delivered mark) through the same driver with none
+of the library: plain dict records encoded with ``json.dumps``, the store's own
+statements sent raw (taken from the store: its SQL or its Lua scripts, the relaxed
+delivered mark on PostgreSQL and Redis included, on a connection or pool of the same
+size and the same durability). So the two sides differ by the library's work alone.
 
 - MemoryStore: a dict of JSON texts under one lock (what MemoryStore keeps);
 - SQLiteStore: sqlite3 on a file with the store's schema and pragmas (WAL,
@@ -28,12 +28,21 @@ So the two sides differ by the library's work alone.
 So the ratio is everything the library adds on top of the storage work (the core's
 records and checks, the store's argument checks and error mapping, and the runner).
 
+With 1 worker a third side, **the store's writes alone**, sends through a store of its
+own the very writes ``run_once`` made for a call (recorded by running ``run_once`` on a
+store that keeps them, before the rounds: the records are made before timing), the tool
+and the delivery called as on the other sides: the store's own cost over the same raw
+statements (its argument checks, encoding the record, its driver code and error
+mapping), without the runner and the core. Its raw side still builds and encodes its
+dict records each call.
+
 Workloads: 1 worker (the figure is microseconds per call), 8 worker threads on distinct
 keys and 8 threads on one hot key per call (calls per second; on a hot key all 8 start
 the same call at once, one runs the tool, and a "call" is one key served; a loser on
 either side reads the record after the write it lost, as the runner does). Each round
-runs a batch on each side, in alternating order; the figures are medians over the
-rounds and the ratio is the median per-round ratio. Target: 1.15x.
+runs a batch on each side, in an order that rotates each round; the figures are medians
+over the rounds, the ratio is the median per-round ratio, and each side's client CPU per
+call (this process's, all threads) is recorded beside it. Target for run_once: 1.15x.
 
     python benchmarks/stores.py [--quick] [--stores memory,sqlite,postgres,redis] [--json PATH]
 """
@@ -45,17 +54,16 @@ import contextlib
 import functools
 import itertools
 import json
-import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple
 
 import redis
 from _measure import (
@@ -67,25 +75,23 @@ from _measure import (
     threaded,
     write_json,
 )
+from _raw import Raw, RawMemory, RawPostgres, RawRedis, RawSQLite, raw_binding, raw_lifecycle
 from psycopg_pool import ConnectionPool
 
 from tool_execution_checkpoint import (
     Binding,
+    Checkpoint,
     CheckpointStore,
     MemoryStore,
     RunStatus,
     SQLiteStore,
     run_once,
 )
-from tool_execution_checkpoint.stores.postgres import _RELAX, PostgresStore
+from tool_execution_checkpoint.stores.postgres import PostgresStore
 from tool_execution_checkpoint.stores.redis import RedisStore
-from tool_execution_checkpoint.table import Status
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from store_postgres import RawSql
-from store_redis import RawRedis
 
 from postgres_server import PostgresServer
 from redis_server import start_redis_server, stop_redis_server
@@ -105,191 +111,62 @@ LABELS = {
 }
 
 
-def _now() -> tuple[str, int]:
-    """The time as stored text and as microseconds since the epoch."""
-    moment = datetime.now(UTC)
-    return moment.isoformat(), int(moment.timestamp() * 1_000_000)
+def binding_of(call_id: str) -> Binding:
+    """The library side's binding of ``call_id`` (the raw side writes ``raw_binding``)."""
+    return Binding("bench", call_id, "tool", "1", "sha256:0")
 
 
-def _dumps(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+# --- one call's writes, as run_once makes them ------------------------------------------
+
+Write = tuple[int | None, Checkpoint]
+"""One write of a call: the expected revision (None: a create) and the record."""
 
 
-# --- the raw side ---------------------------------------------------------------------
-
-
-class Raw(Protocol):
-    """The storage statements, taking plain dict records and their JSON text."""
-
-    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool: ...
-
-    def select(self, key: str) -> dict[str, Any] | None: ...
-
-    def update(
-        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-    ) -> bool: ...
-
-
-class RawMemory:
-    """What MemoryStore keeps: JSON texts and revisions in dicts, under one lock."""
+class Recorder:
+    """A store on which every write lands and that keeps them: run on it, ``run_once``
+    makes the writes of a call whose writes all land, and reads nothing."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.texts: dict[str, str] = {}
-        self.revisions: dict[str, int] = {}
+        self.key = ""
+        self.writes: list[Write] = []
 
-    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        del updated_us
-        with self.lock:
-            if key in self.texts:
-                return False
-            self.texts[key] = text
-            self.revisions[key] = record["revision"]
-            return True
-
-    def select(self, key: str) -> dict[str, Any] | None:
-        with self.lock:
-            text = self.texts.get(key)
-        return None if text is None else cast(dict[str, Any], json.loads(text))
-
-    def update(
-        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-    ) -> bool:
-        del updated_us
-        with self.lock:
-            if self.revisions.get(key) != expected:
-                return False
-            self.texts[key] = text
-            self.revisions[key] = record["revision"]
-            return True
-
-
-class RawSQLite:
-    """The store's statements through sqlite3, one connection under a lock (as the
-    store has), with the store's schema and pragmas."""
-
-    INSERT = (
-        "INSERT INTO tec_checkpoint"
-        " (key, revision, status, namespace, call_id, updated_at, updated_us, record)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING"
-    )
-    UPDATE = (
-        "UPDATE tec_checkpoint SET revision = ?, status = ?, namespace = ?, call_id = ?,"
-        " updated_at = ?, updated_us = ?, record = ? WHERE key = ? AND revision = ?"
-    )
-    SELECT = "SELECT record FROM tec_checkpoint WHERE key = ?"
-
-    def __init__(self, path: Path) -> None:
-        SQLiteStore(path).close()  # the same schema
-        self.lock = threading.Lock()
-        self.db = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-
-    def _write(self, statement: str, parameters: tuple[object, ...]) -> bool:
-        with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            if self.db.execute(statement, parameters).rowcount != 1:
-                self.db.execute("ROLLBACK")
-                return False
-            self.db.execute("COMMIT")
-            return True
-
-    @staticmethod
-    def _columns(record: dict[str, Any], text: str, updated_us: int) -> tuple[object, ...]:
-        binding = record["binding"]
-        return (
-            record["revision"],
-            record["status"],
-            binding["namespace"],
-            binding["callId"],
-            record["updatedAt"],
-            updated_us,
-            text,
-        )
-
-    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        return self._write(self.INSERT, (key, *self._columns(record, text, updated_us)))
-
-    def select(self, key: str) -> dict[str, Any] | None:
-        with self.lock:
-            row = self.db.execute(self.SELECT, (key,)).fetchone()
-        return None if row is None else cast(dict[str, Any], json.loads(row[0]))
-
-    def update(
-        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-    ) -> bool:
-        columns = self._columns(record, text, updated_us)
-        return self._write(self.UPDATE, (*columns, key, expected))
-
-    def close(self) -> None:
-        self.db.close()
-
-
-def _record(binding: dict[str, str], at: str) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "revision": 1,
-        "status": "ready",
-        "binding": binding,
-        "createdAt": at,
-        "updatedAt": at,
-        "execution": None,
-        "result": None,
-        "delivery": None,
-    }
-
-
-def raw_lifecycle(
-    raw: Raw,
-    key: str,
-    *,
-    binding: dict[str, str],
-    me: str,
-    tool: Callable[[], Any],
-    deliver: Callable[[Any], None],
-    mark: bool = True,
-) -> bool:
-    """The baseline: one call's writes as the runner makes them, with dict records and
-    none of the library: create the record already claimed, run the tool, store the
-    result with its delivery claim, deliver, mark it delivered (unless not ``mark``: the
-    lower bound of a call that does not wait for its delivered mark, which peers.py
-    times). False when another worker created the record first; like the runner, a
-    landed write needs no read, and a lost one reads what the winner left (here: to check
-    it and stop)."""
-    at, us = _now()
-    execution = {"attemptId": me, "claimedAt": at, "uncertain": None}
-    claim = {**_record(binding, at), "status": "executing", "execution": execution}
-    if not raw.insert(key, claim, _dumps(claim), us):
-        return _lost(raw, key, binding)
-    payload = tool()
-    at, us = _now()
-    result = {"payload": payload, "completedAt": at, "prunedAt": None}
-    delivery = {"deliveryId": me, "claimedAt": at, "deliveredAt": None}
-    delivering = {**claim, "revision": 2, "status": "delivering", "updatedAt": at}
-    delivering |= {"result": result, "delivery": delivery}
-    if not raw.update(key, 1, delivering, _dumps(delivering), us):
-        raise AssertionError("the owner lost its completion")
-    deliver(payload)
-    if not mark:
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        self.key = key
+        self.writes.append((None, record))
         return True
-    at, us = _now()
-    delivered = {**delivering, "revision": 3, "status": "delivered", "updatedAt": at}
-    delivered["delivery"] = {**delivery, "deliveredAt": at}
-    if not raw.update(key, 2, delivered, _dumps(delivered), us):
-        raise AssertionError("the owner lost its delivery")
-    return True
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        del key
+        self.writes.append((expected_revision, record))
+        return True
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        del key
+        raise AssertionError("a call whose writes all land reads nothing")
 
 
-def _lost(raw: Raw, key: str, binding: dict[str, str]) -> bool:
-    """After a lost write: read what the winner stored, as the runner does, and stop."""
-    stored = raw.select(key)
-    if stored is None or stored["binding"] != binding:
-        raise AssertionError("the record is not there")
-    return False
+def recorded_call(call_id: str) -> tuple[str, list[Write]]:
+    """The key and the writes of ``run_once`` for ``call_id``, made on a :class:`Recorder`."""
+    recorder = Recorder()
+    delivered: list[object] = []
+    run_once(recorder, binding_of(call_id), lambda: PAYLOAD, delivered.append)
+    if delivered != [PAYLOAD] or len(recorder.writes) != 3:
+        raise AssertionError("run_once did not make one call's three writes")
+    return recorder.key, recorder.writes
 
 
-# --- the measured batches ----------------------------------------------------------------
+def replay(store: CheckpointStore, key: str, writes: Sequence[Write]) -> None:
+    """Send ``writes`` through ``store`` under ``key``; each must land."""
+    for expected, record in writes:
+        if expected is None:
+            landed = store.create_if_absent(key, record)
+        else:
+            landed = store.compare_and_swap(key, expected, record)
+        if not landed:
+            raise AssertionError("a replayed write did not land")
+
+
+# --- the sides and their batches -------------------------------------------------------
 
 
 class Tally:
@@ -330,24 +207,12 @@ Side = Callable[[str, str, Tally], None]
 def library_side(store: CheckpointStore) -> Side:
     def call(call_id: str, me: str, tally: Tally) -> None:
         del me
-        binding = Binding("bench", call_id, "tool", "1", "sha256:0")
-        outcome = run_once(store, binding, tally.tool(call_id), tally.deliver(call_id))
+        tool, deliver = tally.tool(call_id), tally.deliver(call_id)
+        outcome = run_once(store, binding_of(call_id), tool, deliver)
         if outcome.status is RunStatus.STORE_UNAVAILABLE:
             raise AssertionError("the store failed during the benchmark")
 
     return call
-
-
-def raw_binding(call_id: str) -> dict[str, str]:
-    """The persisted binding of the library side's ``Binding("bench", call_id, "tool",
-    "1", "sha256:0")``, as the raw side writes it."""
-    return {
-        "namespace": "bench",
-        "callId": call_id,
-        "toolName": "tool",
-        "toolRevision": "1",
-        "inputFingerprint": "sha256:0",
-    }
 
 
 def raw_side(raw: Raw) -> Side:
@@ -364,13 +229,28 @@ def raw_side(raw: Raw) -> Side:
     return call
 
 
+def writes_side(store: CheckpointStore, recorded: Iterator[tuple[str, list[Write]]]) -> Side:
+    """The store's writes alone: each call replays the next recorded call's writes."""
+
+    def call(call_id: str, me: str, tally: Tally) -> None:
+        del me
+        key, writes = next(recorded)
+        payload = tally.tool(call_id)()
+        replay(store, key, writes)
+        tally.deliver(call_id)(payload)
+
+    return call
+
+
 _batches = itertools.count()
 
 
-def batch(side: Side, workers: int, hot: bool, calls: int) -> float:
-    """Run ``calls`` calls (keys) with ``workers`` threads; return seconds per call."""
+def batch(side: Side, workers: int, hot: bool, calls: int, cpu: list[float]) -> float:
+    """Run ``calls`` calls (keys) with ``workers`` threads; return seconds per call and
+    append this process's CPU seconds per call to ``cpu``."""
     run = f"{uuid.uuid4().hex[:8]}-{next(_batches)}"
     tally = Tally()
+    processor = time.process_time()
     if workers == 1:
         started = time.perf_counter()
         for number in range(calls):
@@ -394,6 +274,7 @@ def batch(side: Side, workers: int, hot: bool, calls: int) -> float:
                 side(f"{run}-{worker}-{number}", f"w{worker}", tally)
 
         elapsed = threaded([functools.partial(own, worker) for worker in range(workers)])
+    cpu.append((time.process_time() - processor) / calls)
     tally.check(calls)
     return elapsed / calls
 
@@ -401,120 +282,68 @@ def batch(side: Side, workers: int, hot: bool, calls: int) -> float:
 # --- the stores ------------------------------------------------------------------------
 
 
-class RawPostgres(RawSql):
-    """PostgresStore's statements through a psycopg pool, taking dict records; the
-    delivered mark commits with synchronous_commit off, as the store's default does."""
+class Trio(NamedTuple):
+    """A store for run_once, a store of the same kind for the writes alone, the raw side."""
 
-    def __init__(self, pool: ConnectionPool[Any], table: str) -> None:
-        super().__init__(pool, table)
-        self.relaxed_sql = self.update_sql + _RELAX.encode()
-
-    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        params = (key, record["revision"], record["status"], updated_us, text)
-        with self.pool.connection() as connection:
-            return bool(connection.execute(self.insert_sql, params).rowcount == 1)
-
-    def select(self, key: str) -> dict[str, Any] | None:
-        with self.pool.connection() as connection:
-            row = connection.execute(self.select_sql, (key,)).fetchone()
-        return None if row is None else cast(dict[str, Any], json.loads(row[0]))
-
-    def update(
-        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-    ) -> bool:
-        params = (record["revision"], record["status"], updated_us, text, key, expected)
-        # The store's default: the delivered mark commits with synchronous_commit off.
-        query = self.relaxed_sql if record["status"] == "delivered" else self.update_sql
-        with self.pool.connection() as connection:
-            return bool(connection.execute(query, params).rowcount == 1)
-
-
-class RawRedisRecords(RawRedis):
-    """RedisStore's scripts and HGET through plain redis-py, taking dict records; the
-    delivered mark is the relaxed swap, as the store's default is."""
-
-    def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        args = [record["revision"], record["status"], updated_us, text, key]
-        keys = [self.prefix + "rec:" + key, self.indexes[Status(record["status"])]]
-        return bool(self.create(keys=keys, args=args))
-
-    def select(self, key: str) -> dict[str, Any] | None:
-        text = cast(bytes | None, self.client.hget(self.prefix + "rec:" + key, "record"))
-        return None if text is None else cast(dict[str, Any], json.loads(text))
-
-    def update(
-        self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
-    ) -> bool:
-        args: list[str | int] = [
-            expected,
-            record["revision"],
-            record["status"],
-            updated_us,
-            text,
-            key,
-        ]
-        keys = [self.prefix + "rec:" + key, *self.indexes.values()]
-        swap = self.swap_relaxed if record["status"] == "delivered" else self.swap
-        return bool(swap(keys=keys, args=args))
-
-
-Pair = tuple[CheckpointStore, Raw]
+    runner: CheckpointStore
+    writes: CheckpointStore
+    raw: Raw
 
 
 @contextlib.contextmanager
-def memory_pair(directory: Path) -> Iterator[Pair]:
+def memory_trio(directory: Path) -> Iterator[Trio]:
     del directory
-    yield MemoryStore(), RawMemory()
+    yield Trio(MemoryStore(), MemoryStore(), RawMemory())
 
 
 @contextlib.contextmanager
-def sqlite_pair(directory: Path) -> Iterator[Pair]:
-    store, raw = SQLiteStore(directory / "store.db"), RawSQLite(directory / "raw.db")
-    try:
-        yield store, raw
-    finally:
-        store.close()
-        raw.close()
+def sqlite_trio(directory: Path) -> Iterator[Trio]:
+    with (
+        SQLiteStore(directory / "runner.db") as runner,
+        SQLiteStore(directory / "writes.db") as writes,
+        contextlib.closing(RawSQLite(directory / "raw.db")) as raw,
+    ):
+        yield Trio(runner, writes, raw)
 
 
 @contextlib.contextmanager
-def postgres_pair(directory: Path) -> Iterator[Pair]:
+def postgres_trio(directory: Path) -> Iterator[Trio]:
     del directory
     with (
         PostgresServer() as server,
-        PostgresStore(server.url, table="runner_store", min_size=8, max_size=8) as store,
+        PostgresStore(server.url, table="runner_store", min_size=8, max_size=8) as runner,
+        PostgresStore(server.url, table="writes_store", min_size=8, max_size=8) as writes,
         ConnectionPool(
             server.url, min_size=8, max_size=8, kwargs={"autocommit": True}, open=True
         ) as pool,
     ):
-        with PostgresStore(server.url, table="runner_raw") as setup:
-            setup.get("set-up")  # the same table, made by the store's DDL
+        raw = RawPostgres(pool, server.url, "runner_raw")
         pool.wait()
-        raw = RawPostgres(pool, "runner_raw")
-        yield store, raw
+        yield Trio(runner, writes, raw)
 
 
 @contextlib.contextmanager
-def redis_pair(directory: Path) -> Iterator[Pair]:
+def redis_trio(directory: Path) -> Iterator[Trio]:
     server = start_redis_server(directory / "redis")
-    store_client = redis.Redis.from_url(server.url())
-    raw_client = redis.Redis.from_url(server.url())
     try:
-        yield (
-            RedisStore(store_client, prefix="runner-store:"),
-            RawRedisRecords(raw_client, "runner-raw:"),
-        )
+        with (
+            redis.Redis.from_url(server.url()) as store_client,
+            redis.Redis.from_url(server.url()) as raw_client,
+        ):
+            yield Trio(
+                RedisStore(store_client, prefix="runner-store:"),
+                RedisStore(store_client, prefix="writes-store:"),
+                RawRedis(raw_client, "runner-raw:"),
+            )
     finally:
-        store_client.close()
-        raw_client.close()
         stop_redis_server(server)
 
 
-PAIRS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Pair]]] = {
-    "memory": memory_pair,
-    "sqlite": sqlite_pair,
-    "postgres": postgres_pair,
-    "redis": redis_pair,
+TRIOS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Trio]]] = {
+    "memory": memory_trio,
+    "sqlite": sqlite_trio,
+    "postgres": postgres_trio,
+    "redis": redis_trio,
 }
 
 
@@ -523,42 +352,56 @@ def calls_per_batch(store: str, quick: bool) -> int:
     return max(8, full // 4) if quick else full
 
 
+def measure_workload(trio: Trio, workload: Workload, calls: int, rounds: int) -> dict[str, Any]:
+    """Paired rounds of the runner and the raw side (and with 1 worker, the store's
+    writes alone) on one workload."""
+    _, workers, hot = workload
+    warm = max(workers, calls // 8)
+    sides = {"raw": raw_side(trio.raw), "runner": library_side(trio.runner)}
+    if workers == 1:
+        recorded = [recorded_call(f"writes-{n}") for n in range(warm + calls * rounds)]
+        sides["writes"] = writes_side(trio.writes, iter(recorded))
+    for call in sides.values():  # warm up: connections, caches, scripts
+        batch(call, workers, hot, warm, [])
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
+    samples = paired_rounds(
+        {
+            side: functools.partial(batch, call, workers, hot, calls, cpu[side])
+            for side, call in sides.items()
+        },
+        rounds,
+    )
+    paired = compare(samples, "raw")
+    result: dict[str, Any] = {
+        "workers": workers,
+        "hot_key": hot,
+        "calls_per_batch": calls,
+        "rounds": rounds,
+        "contracts_enabled": CONTRACTS_ENABLED,
+        "added_us_per_call": round(paired.us("runner") - paired.us("raw"), 1),
+    }
+    for side in sides:
+        result[f"{side}_us_per_call"] = round(paired.us(side), 1)
+        result[f"{side}_calls_per_second"] = round(paired.per_second(side), 1)
+        result[f"{side}_cpu_us_per_call"] = round(statistics.median(cpu[side]) * 1e6, 1)
+    result["ratio"] = round(paired.ratios["runner"], 3)
+    if "writes" in sides:
+        result["writes_ratio"] = round(paired.ratios["writes"], 3)
+    return result
+
+
 def measure_store(
     store: str, quick: bool, rounds: int, workloads: Sequence[Workload] = WORKLOADS
 ) -> dict[str, Any]:
-    """Every workload on one store, paired rounds of runner and raw batches."""
-    results: dict[str, Any] = {}
+    """Every workload on one store, paired rounds of its sides."""
     calls = calls_per_batch(store, quick)
     with (
         tempfile.TemporaryDirectory(prefix="tec-bench-stores-") as name,
-        PAIRS[store](Path(name)) as (checkpoints, raw),
+        TRIOS[store](Path(name)) as trio,
     ):
-        sides = {"raw": raw_side(raw), "runner": library_side(checkpoints)}
-        for workload, workers, hot in workloads:
-            for side in sides.values():  # warm up: connections, caches, scripts
-                batch(side, workers, hot, max(workers, calls // 8))
-            samples = paired_rounds(
-                {
-                    name: functools.partial(batch, side, workers, hot, calls)
-                    for name, side in sides.items()
-                },
-                rounds,
-            )
-            paired = compare(samples, "raw")
-            results[workload] = {
-                "workers": workers,
-                "hot_key": hot,
-                "calls_per_batch": calls,
-                "rounds": rounds,
-                "runner_us_per_call": round(paired.us("runner"), 1),
-                "raw_us_per_call": round(paired.us("raw"), 1),
-                "runner_calls_per_second": round(paired.per_second("runner"), 1),
-                "raw_calls_per_second": round(paired.per_second("raw"), 1),
-                "ratio": round(paired.ratios["runner"], 3),
-                "added_us_per_call": round(paired.us("runner") - paired.us("raw"), 1),
-                "contracts_enabled": CONTRACTS_ENABLED,
-            }
-    return results
+        return {
+            workload[0]: measure_workload(trio, workload, calls, rounds) for workload in workloads
+        }
 
 
 def single_worker_without_contracts(quick: bool, store: str, rounds: int) -> dict[str, Any]:
@@ -576,31 +419,52 @@ def single_worker_without_contracts(quick: bool, store: str, rounds: int) -> dic
     return details
 
 
+ROWS = (
+    ("runner", "", "run_once", "ratio", TARGET, "3 writes per call on each side, 1 KiB result"),
+    (
+        "writes",
+        "store_writes.",
+        "the store's writes alone",
+        "writes_ratio",
+        None,
+        "run_once's 3 writes of a call, its records made before timing",
+    ),
+)
+"""The rows of a workload: (side, key prefix, label, ratio field, target, note); a
+workload without the ratio field (the writes alone at 8 workers) has no such row."""
+
+
 def figures_for(store: str, results: dict[str, Any], suffix: str = "") -> list[Figure]:
+    """The run_once row of each workload, and the store's writes alone with 1 worker."""
     figures = []
+    tail = suffix.replace(" ", "_").replace(",", "")
     for workload, result in results.items():
         single = result["workers"] == 1
         slug = workload.replace(", ", "_").replace(" ", "_")
-        figures.append(
-            Figure(
-                key=f"stores.{store}.{slug}{suffix.replace(' ', '_').replace(',', '')}",
-                label=f"run_once, {LABELS[store]}, {workload}{suffix}",
-                value=result["runner_us_per_call"] if single else result["runner_calls_per_second"],
-                unit="µs/call" if single else "calls/s",
-                baseline=result["raw_us_per_call"] if single else result["raw_calls_per_second"],
-                baseline_label="raw statements",
-                ratio=result["ratio"],
-                target=TARGET,
-                note="3 writes per call on each side, 1 KiB result",
-                details=result,
+        measured = "us_per_call" if single else "calls_per_second"
+        for side, prefix, label, ratio, target, note in ROWS:
+            if ratio not in result:
+                continue
+            figures.append(
+                Figure(
+                    key=f"stores.{store}.{prefix}{slug}{tail}",
+                    label=f"{label}, {LABELS[store]}, {workload}{suffix}",
+                    value=result[f"{side}_{measured}"],
+                    unit="µs/call" if single else "calls/s",
+                    baseline=result[f"raw_{measured}"],
+                    baseline_label="raw statements",
+                    ratio=result[ratio],
+                    target=target,
+                    note=note,
+                    details=result,
+                )
             )
-        )
     return figures
 
 
 def run(quick: bool = False, stores: Sequence[str] = STORES) -> tuple[list[Figure], dict[str, Any]]:
     """Every workload with the contracts on (the default), then the 1-worker workload
-    with them off, in a subprocess: each store's rows, then its contracts-off row."""
+    with them off, in a subprocess: each store's rows, then its contracts-off rows."""
     if not CONTRACTS_ENABLED:
         raise RuntimeError(
             "the contracts-on rows need the contracts on (no -O, no TOOL_CHECKPOINT_CONTRACTS=0)"

@@ -1,10 +1,10 @@
-"""The benchmarks' pure-Python parts run end to end in quick mode and write their JSON.
+"""The benchmarks run end to end in quick mode and write their JSON.
 
 No timing is asserted (the machine is shared): only that ``benchmarks/run_all.py --quick
 --only core,validation`` finishes, prints its table and writes every expected figure
-with positive numbers. The peers part runs quick too, on its own throwaway servers, when
-the bench extra is installed (``make bench`` installs it); the stores part runs in
-``make bench``.
+with positive numbers, and the same of ``benchmarks/stores.py --quick`` on every store
+(its own throwaway servers). The peers part runs quick too when the bench extra is
+installed (``make bench`` installs it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from typing import Any
 
 import pytest
 
+from tool_execution_checkpoint import Binding, SQLiteStore, Status, decide_checkpoint
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT / "benchmarks"))
+
+from _raw import RawSQLite, raw_binding, raw_lifecycle  # noqa: E402
 
 EXPECTED = {
     "core.lifecycle.contracts_on": "µs",
@@ -78,6 +83,92 @@ def test_quick_run_writes_every_figure(tmp_path: Path) -> None:
     assert contracts["off"]["contracts_enabled"] is False
     assert document["validation"]["10mib"]["payload_bytes"] == 10_485_760
     assert document["validation"]["64kib"]["payload_bytes"] == 65_536
+
+
+# --- run_once on each store (benchmarks/stores.py), in quick mode -------------------------
+
+STORES = ("memory", "sqlite", "postgres", "redis")
+STORE_ROWS = {
+    "1_worker": ("µs/call", 1.15),
+    "8_workers": ("calls/s", 1.15),
+    "8_workers_hot_key": ("calls/s", 1.15),
+    "1_worker_contracts_off": ("µs/call", 1.15),
+    "store_writes.1_worker": ("µs/call", None),
+    "store_writes.1_worker_contracts_off": ("µs/call", None),
+}
+
+
+def test_quick_stores_run_has_every_workload_and_the_stores_writes_alone(tmp_path: Path) -> None:
+    """``benchmarks/stores.py --quick``: on every store, run_once against the same writes
+    sent raw at 1 and 8 workers and on a hot key with the contracts on, at 1 worker with
+    them off, and with 1 worker the store's writes alone (run_once's writes replayed
+    through the store) against the same raw side; each side's time, rate and client CPU
+    per call, positive."""
+    output = tmp_path / "stores.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stores.py"), "--quick", "--json", str(output)],
+        env={**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "1"},  # the contracts-on rows
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(output.read_text(encoding="utf-8"))
+    figures = document["figures"]
+    assert set(figures) == {f"stores.{store}.{row}" for store in STORES for row in STORE_ROWS}
+    for key, figure in figures.items():
+        unit, target = STORE_ROWS[key.split(".", 2)[2]]
+        assert (figure["unit"], figure["target"]) == (unit, target), key
+        assert figure["baseline_label"] == "raw statements"
+        assert figure["label"] in done.stdout
+        for field in ("value", "baseline", "ratio"):
+            assert _positive(figure[field]), (key, field, figure[field])
+        details = figure["details"]
+        assert details["contracts_enabled"] is not key.endswith("contracts_off")
+        sides = ("raw", "runner", "writes") if details["workers"] == 1 else ("raw", "runner")
+        assert details["ratio"] > 0
+        for side in sides:
+            for measured in ("us_per_call", "calls_per_second", "cpu_us_per_call"):
+                assert _positive(details[f"{side}_{measured}"]), (key, side, measured)
+        assert ("writes_us_per_call" in details) is (details["workers"] == 1)
+    on, off = document["stores"]["contracts_on"], document["stores"]["contracts_off"]
+    assert set(on) == set(off) == set(STORES)
+    assert all(set(off[store]) == {"1 worker"} for store in STORES)
+
+
+def test_the_raw_side_writes_records_the_store_reads(tmp_path: Path) -> None:
+    """The raw side sends the store's own statements: what it writes for a call, SQLite
+    here, reads back through SQLiteStore as a valid delivered record of the same binding."""
+    raw = RawSQLite(tmp_path / "raw.db")
+    delivered: list[object] = []
+    try:
+        assert raw_lifecycle(
+            raw,
+            "bench/call-1",
+            binding=raw_binding("call-1"),
+            me="w0",
+            tool=lambda: {"data": "x"},
+            deliver=delivered.append,
+        )
+        assert not raw_lifecycle(  # a second caller loses the create and reads the record
+            raw,
+            "bench/call-1",
+            binding=raw_binding("call-1"),
+            me="w1",
+            tool=lambda: {"data": "y"},
+            deliver=delivered.append,
+        )
+    finally:
+        raw.close()
+    assert delivered == [{"data": "x"}]
+    with SQLiteStore(tmp_path / "raw.db") as store:
+        stored = store.get("bench/call-1")
+    assert stored is not None
+    record = decide_checkpoint(stored, Binding("bench", "call-1", "tool", "1", "sha256:0"))
+    assert record.checkpoint.status is Status.DELIVERED
+    assert record.checkpoint.result is not None
+    assert record.checkpoint.result.payload == {"data": "x"}
 
 
 # --- the peers (benchmarks/peers.py), in quick mode --------------------------------------
@@ -189,8 +280,9 @@ def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands
 ) -> None:
     """``benchmarks/redis_breakdown.py --quick``: every side's client CPU per call, and
     the server's commands per call exactly as the two subjects send them: three EVALSHA
-    and the 16 commands their scripts run (create: EXISTS, TYPE, HSET, ZADD; each swap:
-    HMGET, TYPE, TYPE, HSET, ZREM, ZADD) for run_once, two SETs for powertools."""
+    and the 19 commands their scripts run (create: EXISTS, TYPE, HSET, TIME, ZADD; each
+    swap: HMGET, TYPE, TYPE, HSET, ZREM, TIME, ZADD) for run_once, two SETs for
+    powertools."""
     pytest.importorskip("aws_lambda_powertools", reason="the bench extra (make bench)")
     output = tmp_path / "breakdown.json"
     script = str(ROOT / "benchmarks" / "redis_breakdown.py")
@@ -214,7 +306,7 @@ def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands
     }
     assert all(_positive(value) for value in cpu.values())
     servers = document["server_per_call"]
-    assert servers["run_once, RedisStore"]["commands"] == 19
+    assert servers["run_once, RedisStore"]["commands"] == 22
     assert servers["powertools"]["commands"] == 2
     assert all(_positive(row["usec"]) for row in servers.values())
     assert document["contracts_enabled"] is False
