@@ -176,7 +176,7 @@ class JsonFilesStore:
         check_key(key)
         with self._locked():
             row = self._read(key)
-        return None if row is None else decode_stored(row["record"]).mapping
+        return None if row is None else decode_stored(row["record"])
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         check_swap(key, expected_revision, record)

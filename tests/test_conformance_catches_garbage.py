@@ -47,7 +47,7 @@ class DecodingStore(TextDictStore):
     """Sound: reads through decode_stored and lists broken records as BrokenRecord."""
 
     def _decode(self, text: str) -> Any:
-        return decode_stored(text).mapping
+        return decode_stored(text)
 
     def list_records(  # type: ignore[override]  # lists BrokenRecord lines too
         self,
@@ -98,7 +98,7 @@ class LeakyContextStore(DecodingStore):
             json.loads(text)
         except (ValueError, RecursionError):
             raise CheckpointError(ErrorCode.INVALID_CHECKPOINT, "not JSON") from None
-        return decode_stored(text).mapping
+        return decode_stored(text)
 
 
 def suite_for(make_store: Callable[[], Any]) -> OperableStoreConformance:

@@ -57,10 +57,12 @@ from tool_execution_checkpoint import (
     complete_delivery,
     complete_execution,
     create_checkpoint,
+    decide_checkpoint,
     mark_execution_uncertain,
     release_delivery,
     release_execution,
 )
+from tool_execution_checkpoint.records import StoredRecord
 from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary, check_listing
 from tool_execution_checkpoint.stores.opening import open_store as open_any_store
 from tool_execution_checkpoint.stores.postgres import (
@@ -245,6 +247,25 @@ def test_the_stores_satisfy_the_protocols(postgres_url: str) -> None:  # noqa: F
     store.close()
 
 
+def test_a_read_hands_on_the_record_it_validated(postgres_url: str) -> None:  # noqa: F811
+    """get returns a StoredRecord: decide takes its record without validating it again."""
+    key, created = created_record()
+    table = fresh_table()
+    with PostgresStore(postgres_url, table=table) as store:
+        assert store.create_if_absent(key, created)
+        stored = store.get(key)
+    assert type(stored) is StoredRecord
+    assert decide_checkpoint(stored, binding()).checkpoint is stored.checkpoint == created
+
+    async def read() -> object:
+        async with AsyncPostgresStore(postgres_url, table=table) as twin:
+            return await twin.get(key)
+
+    read_async = asyncio.run(read())
+    assert type(read_async) is StoredRecord
+    assert read_async.checkpoint == created
+
+
 # --- records read back exactly --------------------------------------------------------------
 
 TRICKY: JSONValue = {
@@ -274,15 +295,16 @@ def _completed_with(store: PostgresStore, payload: JSONValue, call_id: str) -> C
 
 
 def _same_json(left: Any, right: Any) -> bool:
-    """Equal as values, with float/int types and the sign of zero kept."""
+    """Equal as values, with float/int types and the sign of zero kept (a JSON object is
+    any dict: what get returns is a StoredRecord)."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
     if type(left) is not type(right):
         return False
     if isinstance(left, float):
         return left == right and math.copysign(1, left) == math.copysign(1, right)
     if isinstance(left, list):
         return len(left) == len(right) and all(map(_same_json, left, right))
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
     return bool(left == right)
 
 

@@ -54,11 +54,13 @@ from tool_execution_checkpoint import (
     complete_delivery,
     complete_execution,
     create_checkpoint,
+    decide_checkpoint,
     mark_execution_uncertain,
     open_store,
     release_delivery,
     release_execution,
 )
+from tool_execution_checkpoint.records import StoredRecord
 from tool_execution_checkpoint.stores import (
     AsyncCheckpointStore,
     BrokenRecord,
@@ -178,6 +180,25 @@ def test_the_stores_satisfy_the_protocols(redis_url: str) -> None:  # noqa: F811
         assert isinstance(store, OperableCheckpointStore)
     assert isinstance(AsyncRedisStore.from_url(redis_url), AsyncCheckpointStore)
     assert isinstance(open_store(redis_url), RedisStore)  # the package's, by URL scheme
+
+
+def test_a_read_hands_on_the_record_it_validated(redis_url: str) -> None:  # noqa: F811
+    """get returns a StoredRecord: decide takes its record without validating it again."""
+    created = create_checkpoint(binding(), created_at=NOW)
+    prefix = fresh_prefix()
+    with RedisStore.from_url(redis_url, prefix=prefix) as store:
+        assert store.create_if_absent("k", created)
+        stored = store.get("k")
+    assert type(stored) is StoredRecord
+    assert decide_checkpoint(stored, binding()).checkpoint is stored.checkpoint == created
+
+    async def read() -> object:
+        async with AsyncRedisStore.from_url(redis_url, prefix=prefix) as twin:
+            return await twin.get("k")
+
+    read_async = asyncio.run(read())
+    assert type(read_async) is StoredRecord
+    assert read_async.checkpoint == created
 
 
 # --- records written through every transition, for listings and round trips ----------------

@@ -41,6 +41,7 @@ from tool_execution_checkpoint import (
     open_store,
 )
 from tool_execution_checkpoint.stores import OperableCheckpointStore, RecordSummary
+from tool_execution_checkpoint.stores.core import _checked_us
 from tool_execution_checkpoint.stores.sqlite import (
     SCHEMA_VERSION,
     AsyncSQLiteStore,
@@ -49,7 +50,6 @@ from tool_execution_checkpoint.stores.sqlite import (
     SQLiteOutcomeUnknownError,
     SQLiteStore,
     SQLiteStoreError,
-    _microseconds,
     open_url,
 )
 from tool_execution_checkpoint.testing import (
@@ -344,9 +344,9 @@ def test_wal_mode_durable_commits_and_the_busy_timeout_are_set(tmp_path: Path) -
 @settings(max_examples=200, deadline=None)
 @given(moment=timestamps())
 def test_the_indexed_time_is_timestamp_microseconds_of_the_records_time(moment: str) -> None:
-    """The store computes updated_us without checking the record's text again (the record
+    """The row codec computes updated_us without checking the record's text again (the record
     checked it): the same number timestamp_microseconds gives, for every profile text."""
-    assert _microseconds(moment) == timestamp_microseconds(moment)
+    assert _checked_us(moment) == timestamp_microseconds(moment)
 
 
 def test_the_columns_written_are_the_records_own(tmp_path: Path) -> None:

@@ -29,7 +29,15 @@ from .validation import (
     encode_payload,
 )
 
-__all__ = ["Binding", "Checkpoint", "Delivery", "Execution", "Result", "Uncertainty"]
+__all__ = [
+    "Binding",
+    "Checkpoint",
+    "Delivery",
+    "Execution",
+    "Result",
+    "StoredRecord",
+    "Uncertainty",
+]
 
 _ARGUMENT = ErrorCode.INVALID_ARGUMENT
 _INVALID = ErrorCode.INVALID_CHECKPOINT
@@ -614,6 +622,8 @@ class Checkpoint:
                 INVALID_ARGUMENT for a bad ``max_payload_bytes``.
         """
         limit = check_max_payload_bytes(max_payload_bytes)
+        if type(raw) is StoredRecord and not raw._changed:  # validated when it was read
+            return within_payload_limit(raw.checkpoint, limit)
         if not isinstance(raw, Mapping):
             raise CheckpointError(_INVALID, "a record must be a mapping")
         version = raw.get("schemaVersion")
@@ -661,3 +671,87 @@ class Checkpoint:
         if raw is _NOT_JSON:  # raised outside the except: no context holds the text
             raise CheckpointError(_INVALID, "a record must be JSON text")
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)
+
+
+def within_payload_limit(checkpoint: Checkpoint, limit: int) -> Checkpoint:
+    """``checkpoint`` if its payload fits ``limit`` (already checked); a valid record's
+    only rule that depends on the payload limit.
+
+    Raises:
+        CheckpointError: PAYLOAD_LIMIT_EXCEEDED, as validating its persisted form under
+            ``limit`` would.
+    """
+    result = checkpoint.result
+    if result is not None and result.payload_bytes > limit:
+        raise CheckpointError(
+            ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
+            f"encodes to more than {limit} bytes",
+            field="result.payload",
+            limit=limit,
+        )
+    return checkpoint
+
+
+def _changing(name: str) -> Any:
+    """The dict method ``name`` of a StoredRecord: it marks the mapping changed first,
+    so that it is validated again like any mapping."""
+    change = getattr(dict, name)
+
+    def mark_and_change(self: StoredRecord, *args: Any, **kwargs: Any) -> Any:
+        self._changed = True
+        return change(self, *args, **kwargs)
+
+    mark_and_change.__name__ = name
+    return mark_and_change
+
+
+class StoredRecord(dict[str, Any]):
+    """A record as a store read it: the JSON object exactly as stored, and in
+    :attr:`checkpoint` the :class:`Checkpoint` it validated as (with the largest payload
+    limit).
+
+    The stores of this package return one from ``get``: it is the mapping the storage
+    contract promises, a fresh one on every read, and the record is validated once, when
+    it is read. :meth:`Checkpoint.from_dict` and the transitions take its
+    :attr:`checkpoint` instead of validating the object again; only a smaller payload
+    limit is checked. Only :func:`~tool_execution_checkpoint.stores.decode_stored` makes
+    one.
+
+    Once one of its members is set, deleted or updated, it is validated in full, as any
+    mapping is (:attr:`checkpoint` stays the record that was read). Its nested objects
+    are the record as stored: a mapping whose nested objects were changed must be copied
+    first (``copy.deepcopy(record)``, like ``dict(record)`` and a pickle, is a plain
+    dict), or it is still taken as the record that was read.
+    """
+
+    __slots__ = ("_changed", "checkpoint")
+
+    checkpoint: Checkpoint
+    _changed: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs
+        raise TypeError("a StoredRecord is made by decode_stored only")
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Copy and pickle as a plain dict."""
+        return (dict, (dict(self),))
+
+    __setitem__ = _changing("__setitem__")
+    __delitem__ = _changing("__delitem__")
+    __ior__ = _changing("__ior__")
+    clear = _changing("clear")
+    pop = _changing("pop")
+    popitem = _changing("popitem")
+    setdefault = _changing("setdefault")
+    update = _changing("update")
+
+
+def stored_record(value: dict[str, Any], checkpoint: Checkpoint) -> StoredRecord:
+    """The StoredRecord of ``value``, the JSON object that ``checkpoint`` was validated
+    from (for :func:`~tool_execution_checkpoint.stores.decode_stored`; ``value`` is held
+    by nobody else)."""
+    record = dict.__new__(StoredRecord)
+    dict.update(record, value)
+    record.checkpoint, record._changed = checkpoint, False
+    return record

@@ -1,8 +1,10 @@
 """Create, decide and transition: pure functions whose guards are read off the table.
 
 Each function takes a record, either a :class:`~tool_execution_checkpoint.Checkpoint` or
-the raw mapping loaded from storage, validates it once, and returns a value; nothing is
-read or written anywhere. A transition returns a :class:`Transition` ``(action,
+the mapping loaded from storage, validates it once, and returns a value; nothing is read
+or written anywhere. A :class:`~tool_execution_checkpoint.records.StoredRecord` (the
+mapping a store of this package reads) was validated when it was read: only its payload's
+size is checked against the call's limit. A transition returns a :class:`Transition` ``(action,
 expected_revision, next)``: the host writes ``next`` with its store's atomic
 compare-and-swap from ``expected_revision`` and does ``action`` only if that swap won.
 
@@ -45,6 +47,7 @@ from .records import (
     first_part,
     mask_of_parts,
     present_mask,
+    within_payload_limit,
 )
 from .table import EXECUTABLE, TABLE, Action, ComposedRule, Fence, Status, TransitionRule
 from .validation import (
@@ -75,7 +78,8 @@ __all__ = [
 ]
 
 RecordLike: TypeAlias = Checkpoint | Mapping[str, Any]
-"""A record as a :class:`Checkpoint` or as the raw mapping loaded from storage."""
+"""A record as a :class:`Checkpoint` or as the mapping loaded from storage (a
+:class:`~tool_execution_checkpoint.records.StoredRecord` from this package's stores)."""
 
 Timestamp: TypeAlias = str | datetime
 """An RFC 3339 str, or a timezone-aware datetime."""
@@ -369,18 +373,13 @@ def _delivery_claim_violation(
 def _load(record: object, max_payload_bytes: int) -> Checkpoint:
     """Validate a record, as a Checkpoint or as a raw mapping, under a payload limit.
 
-    A Checkpoint is valid by construction, so only its payload's size is checked against
-    this call's limit."""
+    A Checkpoint is valid by construction, and a
+    :class:`~tool_execution_checkpoint.records.StoredRecord` was validated when its store
+    read it, so only their payload's size is checked against this call's limit; any other
+    mapping is validated in full."""
     limit = check_max_payload_bytes(max_payload_bytes)
     if type(record) is Checkpoint:
-        if record.result is not None and record.result.payload_bytes > limit:
-            raise CheckpointError(
-                ErrorCode.PAYLOAD_LIMIT_EXCEEDED,
-                f"encodes to more than {limit} bytes",
-                field="result.payload",
-                limit=limit,
-            )
-        return record
+        return within_payload_limit(record, limit)
     return Checkpoint.from_dict(record, max_payload_bytes=limit)
 
 

@@ -1,7 +1,8 @@
 """The stores: one contract core, and the stores built on it.
 
-- :mod:`.core`: the storage contract as code (the protocols, the one decoder of stored
-  text, the argument and listing checks every store applies, and the error taxonomy every
+- :mod:`.core`: the storage contract as code (the protocols, the one row codec: a
+  record to the text a store keeps and back, and its listing line; the argument and
+  listing checks every store applies, and the error taxonomy every
   store's errors subclass). Everything below is held to it by
   :mod:`tool_execution_checkpoint.testing`.
 - :mod:`.memory`: :class:`MemoryStore`, the in-process model every store is checked
@@ -21,6 +22,7 @@ from .core import (
     BrokenRecord,
     CheckpointStore,
     ClosableStore,
+    EncodedRecord,
     Listing,
     OperableCheckpointStore,
     OutcomeUnknownError,
@@ -36,6 +38,9 @@ from .core import (
     check_swap,
     checkpoint_key,
     decode_stored,
+    encode_create,
+    encode_swap,
+    listing_line,
 )
 from .memory import MemoryStore
 from .opening import (
@@ -61,6 +66,7 @@ __all__ = [
     "BrokenRecord",
     "CheckpointStore",
     "ClosableStore",
+    "EncodedRecord",
     "Listing",
     "MemoryStore",
     "OperableCheckpointStore",
@@ -84,6 +90,9 @@ __all__ = [
     "check_swap",
     "checkpoint_key",
     "decode_stored",
+    "encode_create",
+    "encode_swap",
+    "listing_line",
     "open_store",
     "register_store",
     "store_options",

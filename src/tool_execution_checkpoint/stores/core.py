@@ -6,6 +6,9 @@ once it reports success:
 - ``create_if_absent(key, record)``: insert ``record`` only if nothing is stored under
   ``key``; return whether it inserted. Never overwrite.
 - ``get(key)``: the stored record as the JSON mapping that was written, or ``None``.
+  The stores of this package return a :class:`StoredRecord`: that mapping, read-only,
+  with the record it validated as, which the transitions take without validating it
+  again. A store of another package may return any mapping; it is validated in full.
 - ``compare_and_swap(key, expected_revision, record)``: replace the stored record with
   ``record`` only if the stored revision still equals ``expected_revision``; return
   whether it did. One atomic step: never a read followed by a separate write.
@@ -15,8 +18,12 @@ reads the record back and decides again. Because every next record carries the
 writer's own attempt id or delivery id, reading back tells exactly whether it landed.
 Stores say so explicitly by raising :class:`OutcomeUnknownError`.
 
-Bad stored data. Every store reads what it stored through one decoder,
-:func:`decode_stored`: a stored value that is not a valid record (not UTF-8, not JSON,
+The row codec. Every store of this package keeps a record as its compact JSON text
+(:func:`encode_create`, :func:`encode_swap`), indexed by fields of its own, and reads it
+back through one decoder, :func:`decode_stored`; :func:`listing_line` makes a listing's
+line of it.
+
+Bad stored data. A stored value that :func:`decode_stored` refuses (not UTF-8, not JSON,
 nested too deep, an integer past Python's digit limit, a JSON array, string, number or
 ``null``, or an object that does not validate as a record) is CheckpointError
 INVALID_CHECKPOINT naming no value, with no exception chained or in its context. ``get``
@@ -31,11 +38,12 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from ..errors import CheckpointError, ErrorCode
-from ..records import Binding, Checkpoint
+from ..records import Binding, Checkpoint, StoredRecord, stored_record
 from ..table import TABLE, Status
 from ..validation import check_identifier, timestamp_microseconds
 
@@ -44,6 +52,7 @@ __all__ = [
     "BrokenRecord",
     "CheckpointStore",
     "ClosableStore",
+    "EncodedRecord",
     "Listing",
     "OperableCheckpointStore",
     "OutcomeUnknownError",
@@ -59,6 +68,9 @@ __all__ = [
     "check_swap",
     "checkpoint_key",
     "decode_stored",
+    "encode_create",
+    "encode_swap",
+    "listing_line",
 ]
 
 KEY_SCHEME = "tool-execution-checkpoint/key/v1"
@@ -119,9 +131,10 @@ class CheckpointStore(Protocol):
         ...
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return the stored record's JSON mapping, or None if nothing is stored under
-        ``key``; raise CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when
-        what is stored is not a valid record (see :func:`decode_stored`)."""
+        """Return the stored record's JSON mapping (a :class:`StoredRecord` from the
+        stores of this package), or None if nothing is stored under ``key``; raise
+        CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when what is stored is
+        not a valid record (see :func:`decode_stored`)."""
         ...
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
@@ -403,13 +416,53 @@ def check_swap(key: object, expected_revision: object, record: object) -> Checkp
     return record
 
 
-class StoredRecord(NamedTuple):
-    """A stored value that :func:`decode_stored` accepted."""
+# --- the row codec: a record to what a store keeps, and back ------------------------------
 
-    mapping: dict[str, Any]
-    """The JSON object exactly as it was stored (a fresh dict: what ``get`` returns)."""
-    checkpoint: Checkpoint
-    """The same record validated (with the largest payload limit)."""
+
+class EncodedRecord(NamedTuple):
+    """A record checked for a write, and what a store keeps of it (see
+    :func:`encode_create` and :func:`encode_swap`)."""
+
+    record: Checkpoint
+    """The record, checked."""
+    text: str
+    """Its compact JSON text (:meth:`Checkpoint.to_json`): what every store of this
+    package keeps for it, as text or as its UTF-8 bytes, and what :func:`decode_stored`
+    reads back."""
+
+    @property
+    def updated_us(self) -> int:
+        """The record's ``updatedAt`` in microseconds since the Unix epoch (the number
+        :func:`~tool_execution_checkpoint.validation.timestamp_microseconds` gives): the
+        time a store on its writers' clock indexes it by."""
+        return _checked_us(self.record.updated_at)
+
+
+def encode_create(key: object, record: object) -> EncodedRecord:
+    """Check the arguments of ``create_if_absent`` (:func:`check_create`) and encode the
+    record; raise what :func:`check_create` raises."""
+    checked = check_create(key, record)
+    return EncodedRecord(checked, checked.to_json())
+
+
+def encode_swap(key: object, expected_revision: object, record: object) -> EncodedRecord:
+    """Check the arguments of ``compare_and_swap`` (:func:`check_swap`) and encode the
+    record; raise what :func:`check_swap` raises."""
+    checked = check_swap(key, expected_revision, record)
+    return EncodedRecord(checked, checked.to_json())
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_from_iso = datetime.fromisoformat
+
+
+def _checked_us(timestamp: str) -> int:
+    """``timestamp_microseconds`` of a record's timestamp, without checking its text
+    again: a Checkpoint checked every timestamp against the RFC 3339 profile when it was
+    built, and every text of the profile is one ``datetime.fromisoformat`` reads (the
+    tests hold the two equal)."""
+    return (_from_iso(timestamp) - _EPOCH) // _MICROSECOND
 
 
 _UNREADABLE: Any = object()
@@ -452,6 +505,10 @@ def decode_stored(raw: str | bytes) -> StoredRecord:
     """Decode and validate the text (or UTF-8 bytes) a store kept for a record: the one
     decoder every store of this package reads records with, in ``get`` and in listings.
 
+    The answer is the JSON object exactly as it was stored, a fresh read-only mapping
+    (what ``get`` returns), with the record it validated as in its ``checkpoint``: the
+    transitions take that one instead of validating the record again.
+
     Raises:
         CheckpointError: INVALID_CHECKPOINT for anything that is not a valid record:
             bytes that are not UTF-8, text that is not JSON, nested too deep for the
@@ -471,4 +528,17 @@ def decode_stored(raw: str | bytes) -> StoredRecord:
     checked = _validate(value)
     if isinstance(checked, CheckpointError):
         raise checked
-    return StoredRecord(value, checked)
+    return stored_record(value, checked)
+
+
+def listing_line(
+    key: str, raw: str | bytes, *, written_us: int | None = None
+) -> RecordSummary | BrokenRecord:
+    """The listing line of the text (or UTF-8 bytes) a store kept under ``key``: its
+    :class:`RecordSummary` (last written at ``written_us`` on the store's clock; None: at
+    the record's own ``updatedAt``), or a :class:`BrokenRecord` when
+    :func:`decode_stored` refuses it. Never raises for what is stored."""
+    try:
+        return RecordSummary.of(key, decode_stored(raw).checkpoint, written_us=written_us)
+    except CheckpointError as error:
+        return BrokenRecord.of(key, error)

@@ -18,15 +18,15 @@ from typing import Any, Self
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import Status
-from ..validation import timestamp_microseconds
 from .core import (
     BrokenRecord,
     RecordSummary,
-    check_create,
     check_key,
     check_listing,
-    check_swap,
     decode_stored,
+    encode_create,
+    encode_swap,
+    listing_line,
 )
 
 __all__ = ["MemoryStore", "open_url"]
@@ -47,7 +47,7 @@ class MemoryStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted."""
-        text = check_create(key, record).to_json()
+        text = encode_create(key, record).text
         with self._lock:
             if key in self._texts:
                 return False
@@ -56,7 +56,8 @@ class MemoryStore:
             return True
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return a fresh mapping of the record stored under ``key``, or None.
+        """Return the record stored under ``key``, a fresh
+        :class:`~tool_execution_checkpoint.stores.StoredRecord`, or None.
 
         Raises CheckpointError INVALID_CHECKPOINT when the text kept is not a valid
         record (only a test that writes ``_texts`` itself can make one): see
@@ -64,12 +65,12 @@ class MemoryStore:
         check_key(key)
         with self._lock:
             text = self._texts.get(key)
-        return None if text is None else decode_stored(text).mapping
+        return None if text is None else decode_stored(text)
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the record under ``key`` with ``record`` if its revision is still
         ``expected_revision``; return whether it did."""
-        text = check_swap(key, expected_revision, record).to_json()
+        text = encode_swap(key, expected_revision, record).text
         with self._lock:
             if self._revisions.get(key) != expected_revision:
                 return False
@@ -87,13 +88,8 @@ class MemoryStore:
         check_key(key)
         with self._lock:
             text = self._texts.get(key)
-        if text is None:
-            return None
-        try:
-            record = decode_stored(text).checkpoint
-        except CheckpointError:
-            return None
-        return timestamp_microseconds(record.updated_at)
+        line = None if text is None else listing_line(key, text)
+        return line.written_us if isinstance(line, RecordSummary) else None
 
     def list_records(
         self,
@@ -113,12 +109,7 @@ class MemoryStore:
         for key, text in texts:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
-            try:
-                line: RecordSummary | BrokenRecord = RecordSummary.of(
-                    key, decode_stored(text).checkpoint
-                )
-            except CheckpointError as error:
-                line = BrokenRecord.of(key, error)
+            line = listing_line(key, text)
             if isinstance(line, BrokenRecord) or listing.admits(line):
                 found.append(line)
                 if len(found) == listing.limit:

@@ -101,11 +101,12 @@ from .core import (
     StoreError,
     StoreNotAppliedError,
     StoreUnavailableError,
-    check_create,
     check_key,
     check_listing,
-    check_swap,
     decode_stored,
+    encode_create,
+    encode_swap,
+    listing_line,
 )
 
 __all__ = [
@@ -636,13 +637,6 @@ def _list_query(
     return query, tuple(params)
 
 
-def _listed(key: str, text: str, written_us: int) -> RecordSummary | BrokenRecord:
-    try:
-        return RecordSummary.of(key, decode_stored(text).checkpoint, written_us=written_us)
-    except CheckpointError as error:
-        return BrokenRecord.of(key, error)
-
-
 def _page(
     rows: Sequence[tuple[str, str, bool, int]], listing: Listing, limit: int
 ) -> tuple[list[RecordSummary | BrokenRecord], str | None]:
@@ -662,9 +656,11 @@ def _page(
         if cut is not None and key > cut:
             break
         if key in placed:
-            lines.append(_listed(key, *placed[key]))
+            text, written_us = placed[key]
+            lines.append(listing_line(key, text, written_us=written_us))
             continue
-        line = _listed(key, *odd[key])
+        text, written_us = odd[key]
+        line = listing_line(key, text, written_us=written_us)
         if isinstance(line, BrokenRecord) or listing.admits(line):
             lines.append(line)
     return lines, cut
@@ -672,12 +668,12 @@ def _page(
 
 def _decoded(rows: Sequence[tuple[str]]) -> Mapping[str, Any] | None:
     """What ``get`` returns for the rows its SELECT read: None only for no row."""
-    return decode_stored(rows[0][0]).mapping if rows else None
+    return decode_stored(rows[0][0]) if rows else None
 
 
 def _create_params(key: str, record: Checkpoint) -> tuple[Any, ...]:
-    record = check_create(key, record)
-    return (key, record.revision, record.status.value, record.to_json())
+    encoded = encode_create(key, record)
+    return (key, encoded.record.revision, encoded.record.status.value, encoded.text)
 
 
 def _swap_statement(
@@ -685,9 +681,10 @@ def _swap_statement(
 ) -> tuple[bytes, tuple[Any, ...]]:
     """The UPDATE of a compare-and-swap and its parameters: the relaxed one when ``relax``
     and the record's status is one that only non-durable transitions land in."""
-    record = check_swap(key, expected_revision, record)
+    encoded = encode_swap(key, expected_revision, record)
+    record = encoded.record
     relaxed = relax and record.status in TABLE.relaxed_statuses
-    params = (record.revision, record.status.value, record.to_json(), key, expected_revision)
+    params = (record.revision, record.status.value, encoded.text, key, expected_revision)
     return (statements.update_relaxed if relaxed else statements.update), params
 
 

@@ -116,7 +116,7 @@ from redis.retry import Retry
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
 from ..table import TABLE, Status
-from ..validation import check_flag, check_identifier, timestamp_microseconds
+from ..validation import check_flag, check_identifier
 from .core import (
     BrokenRecord,
     OutcomeUnknownError,
@@ -125,11 +125,12 @@ from .core import (
     StoreError,
     StoreNotAppliedError,
     StoreUnavailableError,
-    check_create,
     check_key,
     check_listing,
-    check_swap,
     decode_stored,
+    encode_create,
+    encode_swap,
+    listing_line,
 )
 from .redis_scripts import (
     CANDIDATES,
@@ -620,25 +621,27 @@ class _Layout:
         return self._indexes[shard]
 
     def create(self, key: str, record: Checkpoint) -> _Operation[bool]:
-        record = check_create(key, record)
+        encoded = encode_create(key, record)
+        record = encoded.record
         args = (
             str(record.revision).encode("ascii"),
             record.status.value.encode(),
-            str(timestamp_microseconds(record.updated_at)).encode("ascii"),
-            record.to_json().encode("utf-8"),
+            str(encoded.updated_us).encode("ascii"),
+            encoded.text.encode("utf-8"),
             key.encode("utf-8"),
         )
         keys = (self.record_key(key), self.index_key(key, record.status))
         return _answer((yield _call(CREATE, keys, args, write=True)))
 
     def swap(self, key: str, expected_revision: int, record: Checkpoint) -> _Operation[bool]:
-        record = check_swap(key, expected_revision, record)
+        encoded = encode_swap(key, expected_revision, record)
+        record = encoded.record
         args = (
             str(expected_revision).encode("ascii"),
             str(record.revision).encode("ascii"),
             record.status.value.encode(),
-            str(timestamp_microseconds(record.updated_at)).encode("ascii"),
-            record.to_json().encode("utf-8"),
+            str(encoded.updated_us).encode("ascii"),
+            encoded.text.encode("utf-8"),
             key.encode("utf-8"),
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
@@ -758,7 +761,7 @@ def _parse_record(reply: object) -> Mapping[str, Any]:
     """The record a HGET read (see :func:`~tool_execution_checkpoint.stores.decode_stored`)."""
     if not isinstance(reply, bytes):
         raise RedisReplyError("the Redis server gave a reply the store does not understand")
-    return decode_stored(reply).mapping
+    return decode_stored(reply)
 
 
 def _listed(key: str, text: object, written_us: int) -> RecordSummary | BrokenRecord:
@@ -771,10 +774,7 @@ def _listed(key: str, text: object, written_us: int) -> RecordSummary | BrokenRe
         return BrokenRecord.of(key, missing)
     if not isinstance(text, bytes):
         raise RedisReplyError("the Redis server gave a reply the store does not understand")
-    try:
-        return RecordSummary.of(key, decode_stored(text).checkpoint, written_us=written_us)
-    except CheckpointError as error:
-        return BrokenRecord.of(key, error)
+    return listing_line(key, text, written_us=written_us)
 
 
 def _score_us(score: object) -> int:

@@ -49,7 +49,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
@@ -57,7 +56,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
-from ..table import TABLE, Status
+from ..table import Status
 from .core import (
     BrokenRecord,
     OutcomeUnknownError,
@@ -66,11 +65,12 @@ from .core import (
     StoreError,
     StoreNotAppliedError,
     StoreUnavailableError,
-    check_create,
     check_key,
     check_listing,
-    check_swap,
     decode_stored,
+    encode_create,
+    encode_swap,
+    listing_line,
 )
 
 __all__ = [
@@ -154,10 +154,6 @@ _ODD_BOUNDS: tuple[tuple[object, ...], ...] = (
 _SELECT_RECORD = "SELECT CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
 _SELECT_WRITTEN = "SELECT updated_us, CAST(record AS BLOB) FROM tec_checkpoint WHERE key = ?"
 _BEGIN = "BEGIN IMMEDIATE"
-_INITIAL_REVISION = TABLE.initial_revision
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_from_iso = datetime.fromisoformat
 
 _READS = frozenset({"get", "list_records", "written_us"})
 
@@ -324,9 +320,6 @@ class SQLiteStore:
         # Connection.execute makes a new cursor per statement, which costs more than
         # BEGIN IMMEDIATE or COMMIT themselves.
         self._cursor: sqlite3.Cursor | None = self._db.cursor()
-        # The last key the argument checks accepted: a key is an immutable str, so the
-        # same object passes again (a call's writes all use one key object).
-        self._checked_key: object = None
 
     @classmethod
     def from_url(cls, url: str, *, busy_timeout: float | None = None, create: bool = True) -> Self:
@@ -578,23 +571,17 @@ class SQLiteStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted. One ``INSERT ... ON CONFLICT(key) DO NOTHING``; never overwrites."""
-        if (
-            key is not self._checked_key
-            or type(record) is not Checkpoint
-            or record.revision != _INITIAL_REVISION
-        ):
-            record = check_create(key, record)  # raises what is wrong, if anything
-            self._checked_key = key
-        binding, updated_at = record.binding, record.updated_at
+        encoded = encode_create(key, record)
+        record, binding = encoded.record, encoded.record.binding
         parameters = (
             key,
             record.revision,
             record.status.value,
             binding.namespace,
             binding.call_id,
-            updated_at,
-            _microseconds(updated_at),
-            record.to_json(),
+            record.updated_at,
+            encoded.updated_us,
+            encoded.text,
         )
         return self._write("create_if_absent", _INSERT, parameters)
 
@@ -602,40 +589,32 @@ class SQLiteStore:
         """Replace the record under ``key`` with ``record`` if its stored revision is
         still ``expected_revision``; return whether it did. One
         ``UPDATE ... WHERE key = ? AND revision = ?``."""
-        if (
-            key is not self._checked_key
-            or type(record) is not Checkpoint
-            or type(expected_revision) is not int
-            or record.revision != expected_revision + 1
-        ):
-            record = check_swap(key, expected_revision, record)  # raises what is wrong
-            self._checked_key = key
-        binding, updated_at = record.binding, record.updated_at
+        encoded = encode_swap(key, expected_revision, record)
+        record, binding = encoded.record, encoded.record.binding
         parameters = (
             record.revision,
             record.status.value,
             binding.namespace,
             binding.call_id,
-            updated_at,
-            _microseconds(updated_at),
-            record.to_json(),
+            record.updated_at,
+            encoded.updated_us,
+            encoded.text,
             key,
             expected_revision,
         )
         return self._write("compare_and_swap", _UPDATE, parameters)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return a fresh mapping of the record stored under ``key``, or None when no row
-        is there.
+        """Return the record stored under ``key``, a fresh
+        :class:`~tool_execution_checkpoint.stores.StoredRecord`, or None when no row is
+        there.
 
         Raises CheckpointError INVALID_CHECKPOINT (or UNSUPPORTED_SCHEMA) when the row's
         record is not a valid record, whatever its bytes (not UTF-8, not JSON, too deep,
         not an object, a record that does not validate): see
         :func:`~tool_execution_checkpoint.stores.decode_stored`. The row was written by
         something else than this store; the error names no value."""
-        if key is not self._checked_key:
-            check_key(key)
-            self._checked_key = key
+        check_key(key)
         with self._lock:
             cursor = self._open_cursor()
             try:
@@ -644,7 +623,7 @@ class SQLiteStore:
                 raise self._failure(error, "get") from error
         if row is None:
             return None
-        return decode_stored(_stored_bytes(row[0])).mapping
+        return decode_stored(_stored_bytes(row[0]))
 
     def clock_us(self) -> int:
         """The time now on the host's clock, in microseconds since the epoch."""
@@ -761,10 +740,7 @@ class SQLiteStore:
             if row is None:
                 return None
             record = row[0]
-        try:
-            return RecordSummary.of(key, decode_stored(_stored_bytes(record)).checkpoint)
-        except CheckpointError as error:
-            return BrokenRecord.of(key, error)
+        return listing_line(key, _stored_bytes(record))
 
     def close(self) -> None:
         """Close the connection. Idempotent; operations afterwards raise
@@ -787,14 +763,6 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
-
-
-def _microseconds(timestamp: str) -> int:
-    """``timestamp_microseconds`` of a record's timestamp, without checking its text
-    again: a Checkpoint checked every timestamp against the RFC 3339 profile when it was
-    built, and every text of the profile is one ``datetime.fromisoformat`` reads (the
-    tests hold the two equal)."""
-    return (_from_iso(timestamp) - _EPOCH) // _MICROSECOND
 
 
 def _stored_bytes(value: object) -> bytes:
