@@ -33,7 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path("src/tool_execution_checkpoint")
 
-PAIRS: tuple[tuple[str, str], ...] = ()
+PAIRS: tuple[tuple[str, str], ...] = (
+    (
+        "src/tool_execution_checkpoint/runner/drive_async.py",
+        "src/tool_execution_checkpoint/runner/drive.py",
+    ),
+)
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
 RENAMES: Mapping[str, str] = {
@@ -45,6 +50,10 @@ RENAMES: Mapping[str, str] = {
     "AsyncGenerator": "Generator",
     "asynccontextmanager": "contextmanager",
     "asyncio.sleep": "time.sleep",
+    "run_once_async": "run_once",
+    "_AwaitedStore": "_Store",
+    "_AwaitedTool": "_Tool",
+    "_AwaitedSend": "_Send",
 }
 """Each name that differs between the written module and its sync twin."""
 
