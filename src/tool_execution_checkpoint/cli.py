@@ -69,8 +69,8 @@ from .records import Binding, Checkpoint, Result
 from .rendering import render_markdown, render_mermaid
 from .runner import RunOutcome, run_once
 from .stores.core import BrokenRecord, RecordSummary, StoreError, check_key, checkpoint_key
+from .stores.opening import is_store_url, store_options, url_scheme
 from .stores.opening import open_store as open_url_store
-from .stores.opening import store_options, url_scheme
 from .stores.sqlite import SQLiteStore
 from .table import TABLE, Status
 from .validation import check_identifier, check_reason
@@ -248,17 +248,12 @@ def open_store(url: str, **location: str) -> Any:
     ``table=``, ``prefix=``) goes to the store; one the URL's store does not take, and a
     URL no store registered, are usage errors (exit 2), refused before anything is
     opened."""
-    takes: frozenset[str] | None = None
-    known = True
-    try:
-        takes = store_options(url)
-    except CheckpointError:  # raised below, outside the except
-        known = False
-    if not known:
+    if not is_store_url(url):
         if url_scheme(url) is None and ":" not in url:
             # Never echoed: it may be a libpq connection string, with its password.
             raise _UsageError(f"{_NOT_A_URL} (for a SQLite file: sqlite:PATH)")
         raise _UsageError(_NOT_A_URL)
+    takes = store_options(url)  # CheckpointError for a store whose extra is missing
     for name in location:
         if takes is not None and name not in takes:
             flags = ", ".join(f"--{option}" for option in _LOCATION if option in takes)
@@ -659,12 +654,7 @@ def _testing(module: str) -> Any:
 
 def _takes(target: str) -> frozenset[str]:
     """The options the store a URL names takes (none for a factory or an unknown URL)."""
-    takes: frozenset[str] | None = frozenset()
-    try:
-        takes = store_options(target)
-    except CheckpointError:
-        takes = frozenset()
-    return takes or frozenset()
+    return (store_options(target) if is_store_url(target) else None) or frozenset()
 
 
 def _check_store(

@@ -40,6 +40,7 @@ from .core import (
 from .memory import MemoryStore
 from .opening import (
     StoreScheme,
+    is_store_url,
     open_store,
     register_store,
     store_options,
@@ -84,6 +85,7 @@ __all__ = [
     "check_swap",
     "checkpoint_key",
     "decode_stored",
+    "is_store_url",
     "open_store",
     "register_store",
     "store_options",
