@@ -1,41 +1,10 @@
-"""The command line: ``tool-checkpoint`` (or ``python -m tool_execution_checkpoint``).
+"""The command line: ``tool-checkpoint`` (or ``python -m tool_execution_checkpoint``):
+``demo``, ``spec``, ``inspect``, ``show``, ``list``, ``reconcile``, ``prune`` and
+``check-store`` (docs/operators.md says what each is for and where its code lives).
 
-Commands:
-  demo       the README's main job: one agent turn on the embedded SQLite store in which
-             the tool runs, the result's POST fails, the host restarts, and recovery
-             delivers the stored result without running the tool again.
-  spec       print the transition table as text, Markdown, Mermaid or JSON.
-  inspect    read a record (a JSON file, stdin, or a store URL and key): valid or not,
-             and what decide says.
-  show       the whole record under a key (the payload only with --payload).
-  list       records by status and minimum age, with their keys and ages (on the
-             store's clock).
-  reconcile  settle a stuck record through the table's transitions, by compare-and-swap
-             from the revision the operator saw (see
-             :mod:`tool_execution_checkpoint.operations`).
-  prune      drop the payloads of delivered records older than a retention window (on
-             the store's clock).
-  check-store
-             run the conformance checks, the model-based harness and the threaded stress
-             against a store factory (module:callable returning a fresh, empty store) or a
-             store URL (each check gets a fresh, empty table, key prefix or file inside the
-             target, removed afterwards; existing records are never touched).
-
-Store URLs: sqlite:///absolute/path or sqlite:relative/path, postgresql://...,
-redis://... (the last two need the postgres or redis extra). A command never creates a
-store: a SQLite file that does not exist is refused.
-
-The exit codes are :class:`Exit`; no message shows a URL's password, and none shows a
-payload unless ``show --payload`` asks for it.
-
-``list`` and ``prune`` show progress on stderr (see
-:mod:`tool_execution_checkpoint.progress`): a line redrawn in place on a terminal,
-nothing but rare plain lines otherwise, so piped output stays clean.
-
-The package: :mod:`.parser` (the arguments), :mod:`.reading` (spec, inspect, show,
-list), :mod:`.operators` (reconcile, prune, check-store), :mod:`.demo`, and
-:mod:`.common` (exit codes, opening a store, reading input); :func:`main` runs one
-command and maps its errors to exit codes.
+:func:`main` returns one of :class:`Exit`'s codes. A command never creates a store; no
+message shows a URL's password, and none shows a payload unless ``show --payload`` asks
+for it.
 """
 
 from __future__ import annotations
