@@ -36,6 +36,9 @@ from tool_execution_checkpoint import (
     register_store,
     run_once,
 )
+from tool_execution_checkpoint.cli import demo as cli_demo
+from tool_execution_checkpoint.cli import operators
+from tool_execution_checkpoint.cli.common import UsageError
 from tool_execution_checkpoint.progress import Progress, format_elapsed
 from tool_execution_checkpoint.rendering import render_markdown, render_mermaid
 from tool_execution_checkpoint.runner import RunOutcome, RunStatus
@@ -75,7 +78,7 @@ def test_the_demo_fails_when_the_tool_runs_twice(
         tool()  # reruns on every reconnect: the bug this library exists for
         return RunOutcome(RunStatus.EXECUTED_AND_DELIVERED, True, None)
 
-    monkeypatch.setattr(cli, "run_once", naive)
+    monkeypatch.setattr(cli_demo, "run_once", naive)
     assert cli.main(["demo", "--path", str(tmp_path / "d.db")]) == 1
     assert "ran more than once" in capsys.readouterr().err
 
@@ -1045,13 +1048,13 @@ def test_a_found_result_that_is_not_json_leaves_no_text_in_the_chain(
     for name, data in files.items():
         path = tmp_path / name
         path.write_bytes(data)
-        with pytest.raises(cli._UsageError) as caught:
-            cli._read_found(str(path))
+        with pytest.raises(UsageError) as caught:
+            operators._read_found(str(path))
         assert leaks(caught.value, PAYLOAD) is None, name
         assert caught.value.__context__ is None
     monkeypatch.setattr(sys, "stdin", io.StringIO(f"not json {PAYLOAD}"))
-    with pytest.raises(cli._UsageError) as caught:
-        cli._read_found("-")
+    with pytest.raises(UsageError) as caught:
+        operators._read_found("-")
     assert leaks(caught.value, PAYLOAD) is None
 
 
@@ -1074,7 +1077,7 @@ def test_a_url_the_store_cannot_use_keeps_no_password_in_the_chain() -> None:
     secret = "cli-chain-secret-93be"
     for url, refusal in (
         (f"redis://:{secret}@127.0.0.1:not-a-port/0", CheckpointError),
-        (f"ftp://user:{secret}@example/x", cli._UsageError),
+        (f"ftp://user:{secret}@example/x", UsageError),
         (f"sqlite://user:{secret}@host/x.db", CheckpointError),
     ):
         with pytest.raises(refusal) as caught:

@@ -94,18 +94,22 @@ def test_the_package_has_no_import_cycle() -> None:
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or ())
 
 
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
 def imports_of_testing(graph: dict[str, set[str]], package: str) -> list[str]:
     """Each ``module -> target`` edge by which a module outside ``package.testing`` (but
-    the command line) imports ``package.testing`` or a module in it."""
+    the command line's, ``package.cli``) imports ``package.testing`` or a module in it."""
     testing = f"{package}.testing"
 
     def inside(name: str) -> bool:
-        return name == testing or name.startswith(f"{testing}.")
+        return _in(name, testing)
 
     return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
-        if not inside(module) and module not in {f"{package}.cli", f"{package}.__main__"}
+        if not inside(module) and not _in(module, f"{package}.cli")
         for target in targets
         if inside(target)
     )

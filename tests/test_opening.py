@@ -26,7 +26,13 @@ from tool_execution_checkpoint import (
     open_store,
     register_store,
 )
-from tool_execution_checkpoint.stores.opening import _SCHEMES, store_options, url_scheme
+from tool_execution_checkpoint.stores.opening import (
+    _SCHEMES,
+    StoreScheme,
+    is_store_url,
+    store_options,
+    url_scheme,
+)
 from tool_execution_checkpoint.stores.postgres import PostgresStore
 from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.testing.conformance import leaks
@@ -197,6 +203,65 @@ def test_a_registered_scheme_opens_with_its_opener() -> None:
         assert caught.value.code is ErrorCode.INVALID_ARGUMENT
 
 
+def test_each_built_in_store_s_options_are_read_off_its_opener() -> None:
+    """What each built-in scheme takes is its opener's keyword-only parameters (and, for
+    PostgreSQL, whose opener passes ``**options`` on, PostgresStore's): the lists the
+    table once wrote by hand."""
+    assert store_options("memory:") == frozenset()
+    assert store_options("sqlite:x.db") == frozenset({"busy_timeout", "create"})
+    postgres = {"create", "synchronous_delivered", "schema", "table", "connect_timeout"}
+    postgres |= {"min_size", "max_size", "create_table", "durable", "prepare_threshold"}
+    for url in ("postgresql://h/d", "postgres://h/d"):
+        assert store_options(url) == frozenset(postgres)
+    redis_options = {"prefix", "socket_timeout", "connect_timeout", "synchronous_delivered"}
+    for url in ("redis://h", "rediss://h", "unix:///s", "redis+cluster://h", "rediss+cluster://h"):
+        assert store_options(url) == frozenset(redis_options)
+    assert all(entry.options is None and entry.options_from for entry in _SCHEMES.values())
+    assert "create" not in str(_refused("sqlite:x.db", table="t"))  # the store's own only
+
+
+def signature_opener(url: str, *, region: str = "", create: bool = True, **rest: Any) -> Any:
+    del url, region, create, rest
+    return MemoryStore()
+
+
+class SignatureTarget:
+    def __init__(self, where: str, *, zone: str = "", retries: int = 1) -> None:
+        del where, zone, retries
+
+
+def test_options_follow_an_opener_s_keywords_to_what_it_passes_them_to() -> None:
+    here = f"{__name__}:"
+    try:
+        for scheme, options_from, takes in (
+            ("test-sig-any", (f"{here}signature_opener",), None),
+            (
+                "test-sig-on",
+                (f"{here}signature_opener", f"{here}SignatureTarget"),
+                frozenset({"region", "create", "zone", "retries"}),
+            ),
+        ):
+            _SCHEMES[scheme] = StoreScheme(f"{here}signature_opener", options_from=options_from)
+            assert store_options(f"{scheme}:") == takes
+        assert isinstance(open_store("test-sig-on:", zone="z", create=False), MemoryStore)
+        error = _refused("test-sig-on:", where="w")
+        assert error.field == "where"
+        assert "create" not in str(error)
+        assert "region, retries, zone" in str(error)
+        open_store("test-sig-any:", anything=1).close()
+    finally:
+        for scheme in ("test-sig-any", "test-sig-on"):
+            _SCHEMES.pop(scheme, None)
+
+
+def test_is_store_url() -> None:
+    assert is_store_url("sqlite:relative/path")
+    assert is_store_url("REDIS+cluster://h")
+    assert not is_store_url("tests.broken:nothing")
+    assert not is_store_url("/absolute/path")
+    assert not is_store_url(42)
+
+
 def test_url_scheme() -> None:
     assert url_scheme("sqlite:relative/path") == "sqlite"
     assert url_scheme("PostgreSQL://x") == "postgresql"
@@ -207,7 +272,9 @@ def test_url_scheme() -> None:
 
 def test_the_core_opens_stores_without_psycopg_or_redis_installed(tmp_path: Path) -> None:
     """Block the drivers' imports: memory and sqlite still open, and postgresql or redis
-    URLs are refused naming the extra to install."""
+    URLs are refused naming the extra to install, also with an option (their options
+    are read off openers that cannot be imported) and when only their options are
+    asked for."""
     script = f"""
 import sys
 class Block:
@@ -219,14 +286,18 @@ sys.meta_path.insert(0, Block())
 from tool_execution_checkpoint import CheckpointError, open_store
 open_store("memory:")
 open_store("sqlite://{tmp_path}/core.db").close()
+from tool_execution_checkpoint.stores import is_store_url, store_options
 for url, extra in (("postgresql://u:{SECRET}@h/d", "postgres"), ("redis://:{SECRET}@h/0", "redis")):
-    try:
-        open_store(url)
-    except CheckpointError as error:
-        assert f"install the {{extra}} extra" in str(error), str(error)
-        assert "{SECRET}" not in str(error) and error.__context__ is None
-    else:
-        raise AssertionError(url)
+    assert is_store_url(url)
+    attempts = (lambda: open_store(url), lambda: open_store(url, x=1), lambda: store_options(url))
+    for attempt in attempts:
+        try:
+            attempt()
+        except CheckpointError as error:
+            assert f"install the {{extra}} extra" in str(error), str(error)
+            assert "{SECRET}" not in str(error) and error.__context__ is None
+        else:
+            raise AssertionError(url)
 assert not {{"psycopg", "redis"}} & set(sys.modules), sorted(sys.modules)
 print("ok")
 """

@@ -32,7 +32,7 @@ BEGIN = "<!-- reliability: checked by tests/test_reliability_figures.py -->"
 END = "<!-- /reliability -->"
 
 PROCESSES = "src/tool_execution_checkpoint/testing/processes.py"
-CLI = "src/tool_execution_checkpoint/cli.py"
+CHECK_STORE = "src/tool_execution_checkpoint/testing/check_store.py"
 STORM_TESTS = "tests/test_processes.py"
 CLI_TESTS = "tests/test_cli.py"
 SQLITE_TESTS = "tests/test_sqlite_store.py"
@@ -259,8 +259,9 @@ def storm(relative: str, name: str) -> Storm:
 
 
 def check_store_storm(name: str) -> Storm:
-    """The storm ``check-store --storm`` runs (cli._storm's call), as the test ``name``
-    of tests/test_cli.py runs it: the command's report must say ``ok    kill_storm``."""
+    """The storm ``check-store --storm`` runs (testing.check_store._storm's call), as the
+    test ``name`` of tests/test_cli.py runs it: the command's report must say
+    ``ok    kill_storm``."""
     test = _function(CLI_TESTS, name)
     storming = [
         call
@@ -270,8 +271,8 @@ def check_store_storm(name: str) -> Storm:
     assert len(storming) == 1, f"{name} runs check-store --storm {len(storming)} times"
     said = [node.value for node in ast.walk(test) if isinstance(node, ast.Constant)]
     assert "ok    kill_storm" in said, f"{name} does not check that the storm passed"
-    command = _function(CLI, "_storm")
-    return _storm_of(_one_call(command, "kill_storm", CLI), command, checked=False)
+    command = _function(CHECK_STORE, "_storm")
+    return _storm_of(_one_call(command, "kill_storm", CHECK_STORE), command, checked=False)
 
 
 @dataclass(frozen=True)

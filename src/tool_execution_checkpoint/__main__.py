@@ -1,4 +1,4 @@
-"""``python -m tool_execution_checkpoint``: the command line (see cli.py)."""
+"""``python -m tool_execution_checkpoint``: the command line (see the cli package)."""
 
 import sys
 

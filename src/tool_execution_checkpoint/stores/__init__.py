@@ -45,6 +45,7 @@ from .core import (
 from .memory import MemoryStore
 from .opening import (
     StoreScheme,
+    is_store_url,
     open_store,
     register_store,
     store_options,
@@ -92,6 +93,7 @@ __all__ = [
     "decode_stored",
     "encode_create",
     "encode_swap",
+    "is_store_url",
     "listing_line",
     "open_store",
     "register_store",

@@ -20,7 +20,9 @@ store's own rules, never the value given.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import re
 import threading
 from collections.abc import Callable, Collection
@@ -32,6 +34,7 @@ from .core import ClosableStore
 
 __all__ = [
     "StoreScheme",
+    "is_store_url",
     "open_store",
     "register_store",
     "store_options",
@@ -45,18 +48,6 @@ Opener = Callable[..., Any]
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _PACKAGE = __package__ or "tool_execution_checkpoint.stores"
 _SCRATCH_PACKAGE = f"{_PACKAGE.rpartition('.')[0]}.testing.scratch"
-_POSTGRES_OPTIONS = (
-    "create",
-    "synchronous_delivered",
-    "schema",
-    "table",
-    "connect_timeout",
-    "min_size",
-    "max_size",
-    "create_table",
-    "durable",
-    "prepare_threshold",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +70,12 @@ class StoreScheme:
             :class:`tool_execution_checkpoint.testing.scratch.ScratchSpace`), or its import
             path: ``scratch(url, **options)`` makes fresh, empty stores inside the URL's
             target (``tool-checkpoint check-store URL``). None if the store has none.
+        options_from: When not empty, ``options`` is not used: the options are the
+            keyword-only parameters of these import paths' callables, read off their
+            signatures when first needed (so each built-in store's options are written
+            once, in its opener): the opener, then what an opener taking ``**options``
+            passes them to (``postgres.open_url`` to ``PostgresStore``). Any option is
+            taken when the last one takes ``**options``.
     """
 
     opener: str | Opener
@@ -86,39 +83,42 @@ class StoreScheme:
     extra: str | None = None
     url_error: str | None = None
     scratch: str | Callable[..., Any] | None = None
+    options_from: tuple[str, ...] = ()
 
 
 def _builtin(
     path: str,
-    options: Collection[str],
     extra: str | None = None,
     url_error: str | None = None,
     scratch: str | None = None,
+    passes_options_to: str | None = None,
 ) -> StoreScheme:
+    opener = f"{_PACKAGE}.{path}"
     return StoreScheme(
-        f"{_PACKAGE}.{path}",
-        frozenset(options),
+        opener,
+        None,
         extra,
         url_error and f"{_PACKAGE}.{url_error}",
         scratch and f"{_SCRATCH_PACKAGE}.{scratch}",
+        (opener, f"{_PACKAGE}.{passes_options_to}") if passes_options_to else (opener,),
     )
 
 
 _SCHEMES: dict[str, StoreScheme] = {
-    "memory": _builtin("memory:open_url", ()),
-    "sqlite": _builtin(
-        "sqlite:open_url", ("busy_timeout", "create"), scratch="sqlite:SQLiteScratch"
-    ),
+    "memory": _builtin("memory:open_url"),
+    "sqlite": _builtin("sqlite:open_url", scratch="sqlite:SQLiteScratch"),
     **{
         scheme: _builtin(
-            "postgres:open_url", _POSTGRES_OPTIONS, "postgres", scratch="postgres:PostgresScratch"
+            "postgres:open_url",
+            "postgres",
+            scratch="postgres:PostgresScratch",
+            passes_options_to="postgres:PostgresStore",
         )
         for scheme in ("postgresql", "postgres")
     },
     **{
         scheme: _builtin(
             "redis:RedisStore.from_url",
-            ("prefix", "socket_timeout", "connect_timeout", "synchronous_delivered"),
             "redis",
             "redis:RedisConfigurationError",
             "redis:RedisScratch",
@@ -185,14 +185,44 @@ def _scheme_of(url: object) -> StoreScheme:
     return found
 
 
+def is_store_url(url: object) -> bool:
+    """Whether ``url`` starts with a scheme a store registered."""
+    scheme = url_scheme(url)
+    with _LOCK:
+        return scheme is not None and scheme in _SCHEMES
+
+
 def store_options(url: str) -> frozenset[str] | None:
     """The keyword options the store that ``url`` names takes beyond the URL, or None
     when its opener takes any.
 
     Raises:
-        CheckpointError: INVALID_ARGUMENT when no store registered the URL's scheme.
+        CheckpointError: INVALID_ARGUMENT when no store registered the URL's scheme, or
+            (for a built-in store, whose options are read off its opener) when the
+            store's module cannot be imported, naming the extra to install.
     """
-    return _scheme_of(url).options
+    return _options(_scheme_of(url))
+
+
+def _options(entry: StoreScheme) -> frozenset[str] | None:
+    """``entry``'s options: its ``options``, or those read off ``options_from``."""
+    if not entry.options_from:
+        return entry.options
+    return _signature_options(entry.options_from, entry.extra)
+
+
+@functools.cache
+def _signature_options(paths: tuple[str, ...], extra: str | None) -> frozenset[str] | None:
+    """The keyword-only parameters of the callables at ``paths``; None (any) when the
+    last takes ``**options``. A module that cannot be imported is refused by
+    :func:`_load` (and nothing is cached)."""
+    names: set[str] = set()
+    takes_any = False
+    for path in paths:
+        parameters = inspect.signature(_load(path, extra)).parameters.values()
+        names.update(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    return None if takes_any else frozenset(names)
 
 
 def _load(path: str, extra: str | None) -> Any:
@@ -249,12 +279,13 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> ClosableStor
             first operation instead.
     """
     entry = _scheme_of(url)
-    if entry.options is not None:
+    known = _options(entry)
+    if known is not None:
         for name in options:
-            if name not in entry.options:
-                takes = ", ".join(sorted(entry.options - {"create"})) or "none"
+            if name not in known:
+                takes = ", ".join(sorted(known - {"create"})) or "none"
                 raise _refuse(name, f"is not an option of this URL's store (it takes: {takes})")
-    if entry.options is not None and "create" in entry.options:
+    if known is not None and "create" in known:
         options["create"] = create
     opener = entry.opener if callable(entry.opener) else _load(entry.opener, entry.extra)
     if entry.url_error is None:

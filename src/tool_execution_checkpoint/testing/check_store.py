@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..errors import CheckpointError
 from ..records import Binding
 from ..stores.core import StoreError, checkpoint_key
-from ..stores.opening import store_options
+from ..stores.opening import is_store_url
 from . import conformance, processes
 from .scratch import ScratchSpace, scratch_space
 
@@ -141,14 +140,7 @@ def _check_url(
 def is_url(target: str) -> bool:
     """Whether ``target`` is a store URL (not a factory, module:callable): it has ``://``
     or starts with a scheme a store registered (``sqlite:relative/path``)."""
-    if "://" in target:
-        return True
-    known = True
-    try:
-        store_options(target)
-    except CheckpointError:
-        known = False
-    return known
+    return "://" in target or is_store_url(target)
 
 
 def check_store(
