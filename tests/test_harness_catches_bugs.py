@@ -31,10 +31,9 @@ from tool_execution_checkpoint import (
     Transition,
     claim_execution,
     decide_checkpoint,
-    runner,
     transitions,
 )
-from tool_execution_checkpoint.runner import HostProtocol
+from tool_execution_checkpoint.runner import HostProtocol, machine
 from tool_execution_checkpoint.stores.memory import MemoryStore
 from tool_execution_checkpoint.table import ComposedRule, TransitionRule
 from tool_execution_checkpoint.testing import (
@@ -71,7 +70,7 @@ def expiring_claims_core(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_claim(record, attempt_id=attempt_id, at=at, **options)
 
     monkeypatch.setattr(harness, "decide_checkpoint", decide)
-    monkeypatch.setattr(runner, "claim_execution", claim)
+    monkeypatch.setattr(machine, "claim_execution", claim)
 
 
 def unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,107 +19,18 @@ the machine and its drivers. What the tool's and the delivery's exceptions do:
   the call answers ``needs-delivery-reconciliation``.
 """
 
-from .drive import run_once
-from .drive_async import run_once_async
-from .machine import HostProtocol
-from .policy import LOGGER, MAX_SECONDS, WRITE_BUDGET, CallPolicy, PolicyOptions, call_policy
-from .state import (
-    FIRST_PAUSE,
-    HANDLERS,
-    LANDED,
-    LONGEST_PAUSE,
-    NOT_LANDED,
-    RESENDABLE,
-    RETRIES,
-    ROUNDS,
-    UNSETTLED,
-    CallState,
-    Phase,
-    Step,
-    claim_id,
-    held_retries,
-    pause_before,
-)
-from .vocabulary import (
-    CONFIRMED_NOT_SENT,
-    DEFAULT_NOT_RUN,
-    DEFAULT_NOT_SENT,
-    OVERTAKEN,
-    VANISHED,
-    AsyncReconcileHook,
-    Create,
-    Deliver,
-    DeliveryNotSent,
-    Found,
-    Get,
-    NotThere,
-    Raised,
-    Reconcile,
-    ReconcileHook,
-    Request,
-    Returned,
-    RunOutcome,
-    RunStatus,
-    RunTool,
-    Sleep,
-    StoreFault,
-    StuckCall,
-    Swap,
-    ToolDidNotRun,
-    ToolOutcomeUnknown,
-    default_error_payload,
-)
+from . import drive, drive_async, machine, policy, state, vocabulary
+from .drive import *  # noqa: F403
+from .drive_async import *  # noqa: F403
+from .machine import *  # noqa: F403
+from .policy import *  # noqa: F403
+from .state import *  # noqa: F403
+from .vocabulary import *  # noqa: F403
 
-__all__ = [
-    "CONFIRMED_NOT_SENT",
-    "DEFAULT_NOT_RUN",
-    "DEFAULT_NOT_SENT",
-    "FIRST_PAUSE",
-    "HANDLERS",
-    "LANDED",
-    "LOGGER",
-    "LONGEST_PAUSE",
-    "MAX_SECONDS",
-    "NOT_LANDED",
-    "OVERTAKEN",
-    "RESENDABLE",
-    "RETRIES",
-    "ROUNDS",
-    "UNSETTLED",
-    "VANISHED",
-    "WRITE_BUDGET",
-    "AsyncReconcileHook",
-    "CallPolicy",
-    "CallState",
-    "Create",
-    "Deliver",
-    "DeliveryNotSent",
-    "Found",
-    "Get",
-    "HostProtocol",
-    "NotThere",
-    "Phase",
-    "PolicyOptions",
-    "Raised",
-    "Reconcile",
-    "ReconcileHook",
-    "Request",
-    "Returned",
-    "RunOutcome",
-    "RunStatus",
-    "RunTool",
-    "Sleep",
-    "Step",
-    "StoreFault",
-    "StuckCall",
-    "Swap",
-    "ToolDidNotRun",
-    "ToolOutcomeUnknown",
-    "call_policy",
-    "claim_id",
-    "default_error_payload",
-    "held_retries",
-    "pause_before",
-    "run_once",
-    "run_once_async",
-]
+__all__: list[str] = []
+__all__ += vocabulary.__all__
+__all__ += policy.__all__
+__all__ += state.__all__
+__all__ += machine.__all__
+__all__ += drive_async.__all__
+__all__ += drive.__all__

@@ -126,8 +126,8 @@ _NEVER_AWAITABLE: Final = frozenset({type(None), bool, int, float, str, list, di
 
 
 def awaitable(value: object) -> TypeGuard[Awaitable[Any]]:
-    """``inspect.isawaitable(value)``, answered at once for the plain values stores and
-    tools return most."""
+    """``inspect.isawaitable(value)``; a value of a type in ``_NEVER_AWAITABLE`` is not
+    awaitable without asking."""
     return type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value)
 
 

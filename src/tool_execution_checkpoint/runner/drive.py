@@ -5,14 +5,13 @@ real store, with the host's tool, delivery and reconcile hook."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeAlias, Unpack
 
 from ..records import Binding
 from ..stores.core import CheckpointStore, StoreError
 from ..validation import JSONValue
-from .calls import CALLS, Call, check_parts, hook_answer, refuse_async, store_operation, sync_answer
+from .calls import CALLS, Call, check_parts, hook_answer, store_operation
 from .machine import HostProtocol
 from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
@@ -23,6 +22,14 @@ from .vocabulary import (
     Sleep,
     StoreFault,
 )
+
+__all__ = [
+    "run_once",
+]
+
+import time
+
+from .calls import refuse_async, sync_answer
 
 _Store: TypeAlias = CheckpointStore
 _Tool: TypeAlias = Callable[[], Any]

@@ -21,6 +21,10 @@ from .vocabulary import (
     StoreFault,
 )
 
+__all__ = [
+    "run_once_async",
+]
+
 if True:  # ASYNC
     import asyncio
     from collections.abc import Awaitable

@@ -60,6 +60,10 @@ from .vocabulary import (
     ToolOutcomeUnknown,
 )
 
+__all__ = [
+    "HostProtocol",
+]
+
 _UNSTORABLE = frozenset({ErrorCode.PAYLOAD_NOT_JSON, ErrorCode.PAYLOAD_LIMIT_EXCEEDED})
 """The refusals of a result that mark the execution uncertain instead of being raised."""
 

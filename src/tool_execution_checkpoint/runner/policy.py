@@ -20,12 +20,21 @@ from .vocabulary import (
     default_error_payload,
 )
 
+__all__ = [
+    "LOGGER",
+    "MAX_SECONDS",
+    "WRITE_BUDGET",
+    "CallPolicy",
+    "PolicyOptions",
+    "call_policy",
+]
+
 LOGGER = logging.getLogger("tool_execution_checkpoint")
 
 WRITE_BUDGET = 30.0
 """The default write budget, in seconds: how long a write over a claim the call holds (the
 result, an uncertain mark, a release, the delivered mark) keeps being read back and resent
-after its first failure. Long enough for a server restart or a failover of a few seconds."""
+after its first failure."""
 
 MAX_SECONDS = 1e6
 """The longest wait, poll or write budget a call accepts, in seconds."""

@@ -14,6 +14,24 @@ from ..records import Checkpoint, Result
 from ..transitions import Transition
 from .vocabulary import Request, RunOutcome
 
+__all__ = [
+    "FIRST_PAUSE",
+    "HANDLERS",
+    "LANDED",
+    "LONGEST_PAUSE",
+    "NOT_LANDED",
+    "RESENDABLE",
+    "RETRIES",
+    "ROUNDS",
+    "UNSETTLED",
+    "CallState",
+    "Phase",
+    "Step",
+    "claim_id",
+    "held_retries",
+    "pause_before",
+]
+
 ROUNDS = 4
 """How many times one call decides (or finds no record, or cannot read) before it
 answers store-unavailable."""
@@ -72,14 +90,12 @@ class Phase(enum.Enum):
     PAUSE = "wait before reading a held write back again"
     DONE = "finished"
 
-    # Each step looks its phase up in the tables below: a member is its only instance,
-    # so identity's hash (in C) does what Enum's (in Python, by name) does, faster.
+    # A member is its only instance: identity's hash is the tables' key (docs/runner.md).
     __hash__ = object.__hash__
 
 
 class CallState(NamedTuple):
-    """Everything one call knows, as a hashable value (a named tuple: the runner makes
-    one per step, and a tuple is cheaper to make than a frozen dataclass).
+    """Everything one call knows, as a hashable value; a new one per step.
 
     Attributes:
         phase: What the last request was.

@@ -14,6 +14,36 @@ from ..table import Status
 from ..transitions import Transition
 from ..validation import JSONValue
 
+__all__ = [
+    "CONFIRMED_NOT_SENT",
+    "DEFAULT_NOT_RUN",
+    "DEFAULT_NOT_SENT",
+    "OVERTAKEN",
+    "VANISHED",
+    "AsyncReconcileHook",
+    "Create",
+    "Deliver",
+    "DeliveryNotSent",
+    "Found",
+    "Get",
+    "NotThere",
+    "Raised",
+    "Reconcile",
+    "ReconcileHook",
+    "Request",
+    "Returned",
+    "RunOutcome",
+    "RunStatus",
+    "RunTool",
+    "Sleep",
+    "StoreFault",
+    "StuckCall",
+    "Swap",
+    "ToolDidNotRun",
+    "ToolOutcomeUnknown",
+    "default_error_payload",
+]
+
 OVERTAKEN = "overtaken: another result was stored for this call while its tool ran"
 """The reason of a call whose result was not stored because another was stored first (an
 operator's, or another worker's after the store lost the record)."""
