@@ -33,7 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path("src/tool_execution_checkpoint")
 
-PAIRS: tuple[tuple[str, str], ...] = ()
+PAIRS: tuple[tuple[str, str], ...] = (
+    (
+        "src/tool_execution_checkpoint/guard_calls_async.py",
+        "src/tool_execution_checkpoint/guard_calls.py",
+    ),
+)
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
 RENAMES: Mapping[str, str] = {
@@ -45,12 +50,21 @@ RENAMES: Mapping[str, str] = {
     "AsyncGenerator": "Generator",
     "asynccontextmanager": "contextmanager",
     "asyncio.sleep": "time.sleep",
+    # the guard's calls
+    "AsyncGuardCalls": "GuardCalls",
+    "AsyncTool": "Tool",
+    "answered_async": "answered",
+    "call_async": "call",
+    "guarded_function_async": "guarded_function",
+    "run_once_async": "run_once",
+    "run_tool_async": "run_tool",
 }
 """Each name that differs between the written module and its sync twin."""
 
 HEADER = (
-    "# Generated from {source} by tools/async_to_sync.py: do not edit.\n"
-    "# Edit {source} and run `python tools/async_to_sync.py` (make lint checks it).\n"
+    "# Generated from {source}\n"
+    "# by tools/async_to_sync.py: do not edit. Edit that module and run\n"
+    "# `python tools/async_to_sync.py` (make lint checks it).\n"
 )
 GENERATED_MARK = "# Generated from "
 """How a generated module's first line starts (the module-size test exempts it)."""
