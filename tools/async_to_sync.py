@@ -38,6 +38,18 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/guard_calls_async.py",
         "src/tool_execution_checkpoint/guard_calls.py",
     ),
+    (
+        "src/tool_execution_checkpoint/adapters/langgraph_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/langgraph_calls.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/adapters/mcp_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/mcp_calls.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/adapters/openai_agents_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/openai_agents_calls.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -51,6 +63,7 @@ RENAMES: Mapping[str, str] = {
     "asynccontextmanager": "contextmanager",
     "asyncio.sleep": "time.sleep",
     # the guard's calls
+    "guard_calls_async": "guard_calls",
     "AsyncGuardCalls": "GuardCalls",
     "AsyncTool": "Tool",
     "answered_async": "answered",
@@ -58,6 +71,12 @@ RENAMES: Mapping[str, str] = {
     "guarded_function_async": "guarded_function",
     "run_once_async": "run_once",
     "run_tool_async": "run_tool",
+    # the adapters' calls
+    "AsyncExecute": "Execute",
+    "AsyncToolCallInterceptor": "ToolCallInterceptor",
+    "awrap_tool_call": "wrap_tool_call",
+    "guarded_tool_async": "guarded_tool",
+    "in_run_async": "in_run",
 }
 """Each name that differs between the written module and its sync twin."""
 

@@ -86,7 +86,11 @@ class ToolRaisedEarlier(Exception):
         self.error_type = error_type
 
 
-GUARD_ANSWERS = (CallNotAnswered, ToolRaisedEarlier, CheckpointError)
+GUARD_REFUSALS = (CallNotAnswered, CheckpointError)
+"""What the guard raises when it refuses a call: nothing to hand back, or a call it will
+not run (a binding conflict, a call with no id, bad arguments)."""
+
+GUARD_ANSWERS = (*GUARD_REFUSALS, ToolRaisedEarlier)
 """What the guard raises of its own: a refusal, or a replay of a tool's stored exception."""
 
 # --- the envelope and what the tool did ----------------------------------------------------
@@ -153,12 +157,12 @@ class Live:
 @contextmanager
 def holding(claim: Claim, intent: Intent) -> Iterator[Live]:
     """Hold the call's identity while it runs: a call that was not answered gives its
-    occurrence back, and a refusal (CallNotAnswered, CheckpointError) is kept by the
-    enclosing :func:`~.identity.call_scope`."""
+    occurrence back, and a refusal (:data:`GUARD_REFUSALS`) is kept by the enclosing
+    :func:`~.identity.call_scope`."""
     live = Live()
     try:
         yield live
-    except (CallNotAnswered, CheckpointError) as refusal:
+    except GUARD_REFUSALS as refusal:
         claim.release(intent, refusal)
         raise
     except BaseException:

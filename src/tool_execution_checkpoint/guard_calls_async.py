@@ -1,6 +1,7 @@
 """The I/O half of :class:`~.guard.ToolGuard`: its call, the tool's run inside it, and the
-wrappers :func:`~.guard.checkpointed` and the adapters build on it. Written for asyncio in
-``guard_calls_async``; ``guard_calls`` is generated from it by ``tools/async_to_sync.py``."""
+wrappers :func:`~.guard.checkpointed` and the adapters build on it (the module that ends in
+``_async`` is written, for asyncio; the other is generated from it by
+``tools/async_to_sync.py``)."""
 
 from __future__ import annotations
 

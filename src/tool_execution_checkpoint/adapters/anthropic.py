@@ -57,9 +57,8 @@ What the host and the model see:
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from anthropic import AsyncAnthropic
@@ -71,6 +70,9 @@ from opentelemetry.util import types as otel_types
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, checkpointed
+from ..guard_base import GUARD_REFUSALS
+from ..guard_calls import answered
+from ..guard_calls_async import answered_async
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CallNotNamed", "checkpointed_tool", "session_client"]
@@ -245,7 +247,7 @@ _NOT_AGAIN = (
 )
 
 
-def _refused(refusal: CallNotAnswered | CheckpointError) -> BaseException:
+def _refused(refusal: Exception) -> BaseException:
     """What a refused call raises: :class:`CallNotNamed` for the guard's refusal of a call
     with no id (INVALID_ARGUMENT on ``call_id``, see ``identity.claim_identity``); else a
     ``ToolError`` whose text names the status or code, never a value."""
@@ -253,38 +255,17 @@ def _refused(refusal: CallNotAnswered | CheckpointError) -> BaseException:
         return ToolError(
             f"The tool call was not answered ({refusal.outcome.status.value}). {_NOT_AGAIN}"
         )
-    if refusal.code is ErrorCode.INVALID_ARGUMENT and refusal.field == "call_id":
+    error = cast(CheckpointError, refusal)
+    if error.code is ErrorCode.INVALID_ARGUMENT and error.field == "call_id":
         return _not_named()
-    return ToolError(f"The tool call was refused ({refusal.code.value}). {_NOT_AGAIN}")
+    return ToolError(f"The tool call was refused ({error.code.value}). {_NOT_AGAIN}")
 
 
 def _for_the_model(guarded: Callable[..., Any]) -> Callable[..., Any]:
     """``guarded`` with each refusal raised as :func:`_refused` says, outside the
     ``except``, so that its chain keeps nothing of the refusal."""
-    if inspect.iscoroutinefunction(guarded):
-        run_async = cast(Callable[..., Awaitable[Any]], guarded)
-
-        @functools.wraps(guarded)
-        async def answer_async(*args: Any, **kwargs: Any) -> Any:
-            refusal: CallNotAnswered | CheckpointError
-            try:
-                return await run_async(*args, **kwargs)
-            except (CallNotAnswered, CheckpointError) as error:
-                refusal = error
-            raise _refused(refusal)
-
-        return answer_async
-
-    @functools.wraps(guarded)
-    def answer(*args: Any, **kwargs: Any) -> Any:
-        refusal: CallNotAnswered | CheckpointError
-        try:
-            return guarded(*args, **kwargs)
-        except (CallNotAnswered, CheckpointError) as error:
-            refusal = error
-        raise _refused(refusal)
-
-    return answer
+    wrap = answered_async if inspect.iscoroutinefunction(guarded) else answered
+    return wrap(guarded, GUARD_REFUSALS, _refused)
 
 
 def checkpointed_tool(

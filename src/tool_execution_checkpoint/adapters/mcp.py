@@ -92,7 +92,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import Context
@@ -116,6 +116,8 @@ from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
+from .mcp_calls import guarded_tool
+from .mcp_calls_async import guarded_tool_async
 
 __all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "checkpointed_tool", "idempotency_key"]
 
@@ -220,38 +222,6 @@ def _answer(error: Exception) -> Exception:
         data = {"code": error.code.value, "retrySameKey": False}
         return MCPError(INVALID_PARAMS, message, data=data)
     return error
-
-
-_NOT_ANSWERED = (CallNotAnswered, ToolRaisedEarlier, CheckpointError)
-"""The guard's errors that :func:`_answer` turns into what the client is told."""
-
-
-def _answered(
-    guard: ToolGuard, identity: str, arguments: dict[str, Any], tool: Callable[[], Any]
-) -> Any:
-    """``guard.call`` with the client's key as the authoritative id, so no block of the
-    server process replaces it; its errors turned into the client's answer, raised
-    outside the ``except``: no ``__context__`` keeps the guard's error, whose outcome
-    holds the record (the key among it, and for some statuses the payload)."""
-    try:
-        return guard.call(identity, arguments, tool, authoritative=True)
-    except _NOT_ANSWERED as error:
-        answer = _answer(error)
-    raise answer
-
-
-async def _answered_async(
-    guard: ToolGuard,
-    identity: str,
-    arguments: dict[str, Any],
-    tool: Callable[[], Awaitable[Any]],
-) -> Any:
-    """The asyncio twin of :func:`_answered`."""
-    try:
-        return await guard.call_async(identity, arguments, tool, authoritative=True)
-    except _NOT_ANSWERED as error:
-        answer = _answer(error)
-    raise answer
 
 
 def _returns_input_required(annotation: object) -> bool:
@@ -371,26 +341,8 @@ def checkpointed_tool(
             }
             return identity, arguments, kwargs
 
-        if is_async:
-            run_async = cast(Callable[..., Any], tool)
-
-            async def guarded_async(**kwargs: Any) -> Any:
-                identity, arguments, call = prepare(kwargs)
-                if identity is None:
-                    return await run_async(**call)
-                return await _answered_async(guard, identity, arguments, lambda: run_async(**call))
-
-            wrapper: Callable[..., Any] = guarded_async
-        else:
-            run = cast(Callable[..., Any], tool)
-
-            def guarded(**kwargs: Any) -> Any:
-                identity, arguments, call = prepare(kwargs)
-                if identity is None:
-                    return run(**call)
-                return _answered(guard, identity, arguments, lambda: run(**call))
-
-            wrapper = guarded
+        make = guarded_tool_async if is_async else guarded_tool
+        wrapper = make(guard, tool, prepare, _answer)
         _present_as(wrapper, tool, signature, add_context=added)
         wrapper.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
         return cast(Callable[P, R], wrapper)

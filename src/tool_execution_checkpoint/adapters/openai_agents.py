@@ -82,11 +82,10 @@ tool takes a sync or an async store.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import typing
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
@@ -97,8 +96,11 @@ from agents.tool_context import ToolContext
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
+from ..guard_base import GUARD_REFUSALS
 from ..runner import DEFAULT_NOT_RUN
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
+from .openai_agents_calls import in_run
+from .openai_agents_calls_async import in_run_async
 
 __all__ = ["checkpoint_error_text", "checkpointed_tool", "refusal_text"]
 
@@ -113,8 +115,6 @@ _CALLER_CONTEXT: ContextVar[object] = ContextVar(
     "tool_execution_checkpoint.openai_agents.context", default=None
 )
 """The context the SDK passed to the tool, read while the guard names the call."""
-
-_REFUSALS = (CallNotAnswered, CheckpointError)
 
 
 def _takes_context(tool: Callable[..., Any]) -> str | None:
@@ -234,39 +234,8 @@ def _in_run(tool: Callable[..., Any], guarded: Callable[..., Any], parameter: st
             return (args[0] if args else None), args[1:]
         return (args[0] if args else kwargs.get(parameter)), args
 
-    if inspect.iscoroutinefunction(tool):
-        run_async = cast(Callable[..., Awaitable[Any]], guarded)
-
-        @functools.wraps(tool)
-        async def wrapper_async(*args: Any, **kwargs: Any) -> Any:
-            context, rest = split(args, kwargs)
-            token = _CALLER_CONTEXT.set(context)
-            try:
-                return await run_async(*rest, **kwargs)
-            except _REFUSALS as refusal:
-                if not isinstance(context, ToolContext):
-                    raise
-                return _answer(refusal, context)
-            finally:
-                _CALLER_CONTEXT.reset(token)
-
-        wrapper: Callable[..., Any] = wrapper_async
-    else:
-
-        @functools.wraps(tool)
-        def wrapper_sync(*args: Any, **kwargs: Any) -> Any:
-            context, rest = split(args, kwargs)
-            token = _CALLER_CONTEXT.set(context)
-            try:
-                return guarded(*rest, **kwargs)
-            except _REFUSALS as refusal:
-                if not isinstance(context, ToolContext):
-                    raise
-                return _answer(refusal, context)
-            finally:
-                _CALLER_CONTEXT.reset(token)
-
-        wrapper = wrapper_sync
+    make = in_run_async if inspect.iscoroutinefunction(tool) else in_run
+    wrapper = make(tool, guarded, split, _CALLER_CONTEXT, _answer)
     wrapper.__checkpoint_guard__ = guarded.__checkpoint_guard__  # type: ignore[attr-defined]
     if parameter is None:
         signature = inspect.signature(tool)
@@ -284,7 +253,7 @@ def checkpoint_error_text(ctx: RunContextWrapper[Any], error: Exception) -> str:
     """A ``failure_error_function`` for a guarded tool: for an error stored earlier, that
     it was not run again; for a refusal, :func:`refusal_text`; the SDK's default text
     otherwise."""
-    if isinstance(error, _REFUSALS):
+    if isinstance(error, GUARD_REFUSALS):
         return refusal_text(error)
     if isinstance(error, ToolRaisedEarlier):
         return f"{error}. It was not run again."

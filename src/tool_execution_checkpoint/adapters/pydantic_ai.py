@@ -96,7 +96,8 @@ from pydantic_ai.toolsets.function import FunctionToolsetTool
 
 from ..codecs import ResultCodec, result_codec
 from ..errors import CheckpointError, ErrorCode
-from ..guard import CallNotAnswered, ToolGuard
+from ..guard import ToolGuard
+from ..guard_base import GUARD_REFUSALS
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "default_call_id"]
@@ -266,7 +267,7 @@ class CheckpointedToolset(WrapperToolset[Any]):
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         try:
             return await self._guarded_call(own_name, name, tool_args, ctx, tool)
-        except (CallNotAnswered, CheckpointError) as refusal:
+        except GUARD_REFUSALS as refusal:
             if self.refusals is not None:
                 self.refusals.errors.append(refusal)
             raise
