@@ -6,50 +6,35 @@
     @checkpointed_tool(store, intent=("to",))
     def send_email(to: str, body: str) -> str: ...
 
-Guard the tools with effects; a read-only tool stays a plain ``@beta_tool``. Both runners
-call a tool with its input only, never with its tool-use id, so the call's identity
-(:mod:`~tool_execution_checkpoint.identity`) comes from what the host names, innermost
-first: a :func:`~tool_execution_checkpoint.tool_call` block, a
-:func:`~tool_execution_checkpoint.call_scope` block, else the session event below.
+Guard the tools with effects; a read-only tool stays a plain ``@beta_tool``. Why each
+choice, with the facts from anthropic 2.16.0: ``docs/frameworks.md``.
 
-- **Sessions tool runner** (``client.beta.sessions.events.tool_runner``, anthropic 2.16.0,
-  ``anthropic/lib/tools/_beta_session_runner.py``). The scope is the session's own
-  ``agent.custom_tool_use`` event: the call id is ``<session id>/<event id>``. The session
-  keeps the event, so a host that dies after the effect and a host that attaches later is
-  dispatched the same unanswered event and gets the stored result; two calls with identical
-  input are two events, so two calls, in one turn or in two. The runner tells the tool
-  neither: ``_call_tool`` passes the input only. It runs each call inside the OpenTelemetry
-  span of the tool run, whose attributes hold the event id (``tool_use_span`` in
-  ``anthropic/lib/_tracing/_tools.py``); :func:`session_client` gives a copy of the client
-  whose tracer provider (the public ``open_telemetry`` client option) wraps the
-  application's own and marks that span with the event id, so the guard reads it there.
-  Make the runner from that copy. Inside the Sessions runner with no event id (a client
-  not made by :func:`session_client`, or an SDK whose runner changed) and no enclosing
-  block, the call is refused before anything runs (:class:`CallNotNamed`).
-- **Messages API** (``client.beta.messages.tool_runner``, sync, async or ``stream=True``,
-  or a hand-written loop). A retried turn gets new tool-use ids from the model, so the
-  host names the turn: ``with call_scope("conv-42/turn-7"):`` around each attempt of the
-  turn, the same name on every attempt. Each call is numbered per intent in the scope, so
-  a retried turn whose model reorders parallel calls or rewords an argument outside
-  ``intent=`` gets the stored results; two identical intents in one turn are two calls; a
-  later turn is another scope. The runners call the tool in the host's own context
-  (``_run_tool`` in ``anthropic/lib/tools/_beta_runner.py``: no thread, no task), so the
-  block reaches it.
+**The call id** comes from what the host names, innermost first (the runners pass a tool
+its input only): a :func:`~tool_execution_checkpoint.tool_call` block, a
+:func:`~tool_execution_checkpoint.call_scope` block, else the session event:
+
+- **Sessions tool runner** (``client.beta.sessions.events.tool_runner``): the call id is
+  ``<session id>/<event id>`` of the ``agent.custom_tool_use`` event, read off the tool
+  run's span: make the runner from :func:`session_client`'s copy of the client. A host
+  that dies after the effect, or one that attaches later, is dispatched the same event
+  and gets the stored result; two events are two calls.
+- **Messages API** (``client.beta.messages.tool_runner``, sync, async or
+  ``stream=True``, or a hand-written loop): the host names the turn,
+  ``with call_scope("conv-42/turn-7"):`` around each attempt of the turn, the same name
+  on every attempt. Each call is numbered per intent in the scope.
 
 What the host and the model see:
 
-- No call id (no block, no session event): :class:`CallNotNamed`, a ``BaseException``,
-  so that it passes the runners' ``except Exception`` and the host's turn or runner fails
-  (the Sessions runner raises it in a ``BaseExceptionGroup``). Nothing ran; nothing is
+- No call id (no block, no session event): :class:`CallNotNamed`, a ``BaseException``
+  that passes the runners' ``except Exception``, so the host's turn or runner fails (the
+  Sessions runner raises it in a ``BaseExceptionGroup``). Nothing ran; nothing is
   posted to the model.
 - A call the guard cannot answer (:class:`~tool_execution_checkpoint.CallNotAnswered`) or
   refuses (:class:`~tool_execution_checkpoint.CheckpointError`): the model gets the SDK's
   :class:`~anthropic.lib.tools.ToolError` with a fixed text that names the status or code
   and tells it not to call the tool again for the request (never an argument, a payload
   or an id). In a ``call_scope`` the model's retry is the same call again, and leaving
-  the block raises the first refusal, so the host's turn fails. In the Sessions runner a
-  retry is a new event, which the text is there to prevent; ``DispatchedToolCall.is_error``
-  shows the host the refusal.
+  the block raises the first refusal, so the host's turn fails.
 - Anything else the tool raises is the tool's own answer (stored; a replay raises
   :class:`~tool_execution_checkpoint.ToolRaisedEarlier`), except the ``not_run=`` types:
   an error raised before any effect is not stored, and the model's retry runs the tool.

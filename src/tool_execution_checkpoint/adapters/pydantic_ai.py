@@ -12,38 +12,15 @@
 in a :class:`CheckpointedToolset`, whose ``call_tool`` runs the guarded tools through a
 :class:`~tool_execution_checkpoint.ToolGuard`; a tool outside ``tools=`` runs as if the
 capability were absent. A toolset can be guarded alone:
-``Agent(model, toolsets=[CheckpointedToolset(toolset, store=store)])``.
+``Agent(model, toolsets=[CheckpointedToolset(toolset, store=store)])``. Why each choice,
+with the facts from ``pydantic-ai-slim`` 2.68.0: ``docs/frameworks.md``.
 
-**Scope: the model response that made the call.** :func:`default_call_id` is
-``<conversation id>/<response timestamp>/<tool call id>``. Facts from ``pydantic-ai-slim``
-2.68.0: ``RunContext.messages`` is the run's whole history, the stored part included
-(``_agent_graph.py``, ``build_run_context``); ``RunContext.conversation_id`` is the
-run's ``conversation_id`` argument or the latest one on ``message_history``
-(``_run_context.py``); a ``ModelResponse`` keeps the ``timestamp`` it was received at,
-in the history and in ``all_messages_json()`` (``messages.py``); a batch whose function
-calls share a ``tool_call_id`` is refused before any runs (``_tool_execution.py``). So the
-id tells apart two responses of one conversation even when the model numbers its calls
-``call_0`` in every response, and it is the same when the response's calls run again:
-
-- a resume from the stored messages (``all_messages_json()`` /
-  ``ModelMessagesTypeAdapter``, a snapshot taken while iterating with ``agent.iter``)
-  ending in the response, after the host died with the calls run but their results not
-  stored: the calls run again under the same ids and find the checkpoints;
-- a resume with ``deferred_tool_results`` after an approval or a deferral (``run`` and
-  ``run_stream`` alike).
-
-The response's position in the history is not used: a history processor moves it
-(``ProcessHistory`` rewrites ``ctx.messages``, ``capabilities/process_history.py``), and
-so does compaction (``conversation_store.py``). What does not
-survive: a turn run again from its start asks the model again, and its new response is a
-new call (wrap the turn and its re-run in :func:`~tool_execution_checkpoint.call_scope`
-named for the turn; not a resume from stored messages, whose calls would be numbered
-again from the middle of the turn); a call pydantic-ai closed with a synthesized
-``'interrupted'`` return (a run that raised, resumed from ``capture_run_messages``) is not
-run again by pydantic-ai, and the model's new call is a new call. A call
-:func:`default_call_id` cannot place (no conversation or tool call id, the call in no
-response of ``ctx.messages``, two responses holding it with one timestamp, say from a
-model that stamps its responses itself) is refused: pass ``call_id=``.
+**The call id** is :func:`default_call_id`, ``<conversation id>/<response timestamp>/<tool
+call id>``: the model response that made the call, the same when a resume from the stored
+messages or with ``deferred_tool_results`` runs its calls again. A turn run again from
+its start asks the model again, and its new response is a new call: wrap the turn and its
+re-run in :func:`~tool_execution_checkpoint.call_scope` named for the turn. An enclosing
+``tool_call`` or ``call_scope`` wins over ``call_id``.
 
 **Intent.** The fingerprint is :func:`~tool_execution_checkpoint.fingerprint.
 arguments_fingerprint` of the validated arguments (a ``SecretStr`` by the digest of its
@@ -58,13 +35,11 @@ execution is marked uncertain and they pass through; the model's next call is a 
 call. Any other exception of the tool is stored as its type and re-raised; a replay
 raises :class:`~tool_execution_checkpoint.ToolRaisedEarlier`.
 
-**Refusals end the run.** pydantic-ai ends the run with any tool exception other than
-``ModelRetry`` and ``ToolFailed`` that no capability's ``on_tool_execute_error``
-recovers (``tool_manager.py``), so :class:`~tool_execution_checkpoint.
-CallNotAnswered` and :class:`~tool_execution_checkpoint.CheckpointError` (a
-BINDING_CONFLICT, say) reach the host. When a capability's ``on_tool_execute_error``
-turns one into a tool result, :class:`Checkpointed` raises it before the next model
-request and at the end of the run, so the model is never asked to retry it.
+**Refusals end the run.** :class:`~tool_execution_checkpoint.CallNotAnswered` and
+:class:`~tool_execution_checkpoint.CheckpointError` (a BINDING_CONFLICT, say) reach the
+host; when a capability's ``on_tool_execute_error`` turns one into a tool result,
+:class:`Checkpointed` raises it before the next model request and at the end of the
+run, so the model is never asked to retry it.
 
 **Results.** A function tool's result is stored by :func:`~tool_execution_checkpoint.
 result_codec` of its return annotation, so a replay hands pydantic-ai the type the
