@@ -4,10 +4,9 @@ catch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from tool_execution_checkpoint import Checkpoint, Status
+from tool_execution_checkpoint import Binding, Checkpoint, Status
 from tool_execution_checkpoint.runner import (
     CallState,
     Found,
@@ -46,12 +45,12 @@ class RerunsOnReconcile(HostProtocol):
         return super().decide(state, record)
 
 
-@dataclass(frozen=True, slots=True)
 class ReleasesUnknownDeliveries(HostProtocol):
     """Releases the delivery whatever the send raised, a timeout included: a send that
     arrived is sent again."""
 
-    not_sent: tuple[type[BaseException], ...] = (BaseException,)
+    def __init__(self, binding: Binding, **options: Any) -> None:
+        super().__init__(binding, **options, not_sent=(BaseException,))
 
 
 class ReportsOwnClaimAsLost(HostProtocol):
@@ -71,12 +70,12 @@ class ReportsOwnClaimAsLost(HostProtocol):
         return super().after_confirm(state, answer)
 
 
-@dataclass(frozen=True, slots=True)
 class ReleasesAfterAnEffect(HostProtocol):
     """Declares every exception of the tool "not run", a handler error raised after the
     tool acted included: the claim is released and the next call runs the tool again."""
 
-    not_run: tuple[type[BaseException], ...] = (Exception,)
+    def __init__(self, binding: Binding, **options: Any) -> None:
+        super().__init__(binding, **options, not_run=(Exception,))
 
 
 class SendsItsOwnOvertakenResult(HostProtocol):

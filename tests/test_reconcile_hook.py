@@ -200,7 +200,7 @@ def test_run_once_refuses_an_async_hook_before_anything_runs() -> None:
 
     store = stuck_store()
     with pytest.raises(CheckpointError) as refused:
-        run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)  # type: ignore[arg-type]
+        run_once(store, BINDING, never_run, lambda _: None, reconcile=hook)
     assert (refused.value.code, refused.value.field) == (ErrorCode.INVALID_ARGUMENT, "reconcile")
 
 

@@ -54,12 +54,12 @@ from tool_execution_checkpoint.runner import (
     Swap,
     ToolDidNotRun,
     ToolOutcomeUnknown,
-    _store_operation,
     held_retries,
     pause_before,
     run_once,
     run_once_async,
 )
+from tool_execution_checkpoint.runner.calls import store_operation
 
 BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
 KEY = checkpoint_key(BINDING)
@@ -122,7 +122,7 @@ class Script:
 
     def honest(self, request: object) -> Any:
         if isinstance(request, Create | Get | Swap):
-            return _store_operation(self.store, KEY, request)  # as both drivers send it
+            return store_operation(self.store, KEY, request)  # as both drivers send it
         if isinstance(request, RunTool):
             return self.tool()
         if isinstance(request, Deliver):
@@ -132,7 +132,7 @@ class Script:
 
     def run(self, protocol: HostProtocol | None = None, token: str = TOKEN) -> RunOutcome:
         protocol = protocol or HostProtocol(BINDING, write_budget=0)
-        bound = held_retries(protocol.write_budget)
+        bound = held_retries(protocol.policy.write_budget)
         request: Any
         request, state = protocol.start(token)
         check_state(request, state, bound)
@@ -288,7 +288,7 @@ def test_every_state_keeps_the_machines_invariants_under_faults() -> None:
         script = Script(replies=replies, tool=constant(tool), sent=constant(sent))
         outcomes.add(script.run().status)
         # then a second call recovers from whatever the first one left
-        waits = HostProtocol(BINDING, polls=1, poll_seconds=0.1, write_budget=0)
+        waits = HostProtocol(BINDING, wait_seconds=0.1, poll_seconds=0.1, write_budget=0)
         outcomes.add(Script(store=script.store).run(waits, token=OTHER).status)
     for replies in pairs_of_faults():
         outcomes.add(Script(replies=replies).run().status)
@@ -320,7 +320,7 @@ def test_the_invariant_check_catches_a_state_that_keeps_a_stale_write() -> None:
 @pytest.mark.parametrize(("polls", "gets"), [(0, ROUNDS), (2, ROUNDS + 2)])
 def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, gets: int) -> None:
     replies: dict[int, Answer] = {1: refused} | dict.fromkeys(range(2, 20), fault)
-    protocol = HostProtocol(BINDING, polls=polls, poll_seconds=0.1, write_budget=0)
+    protocol = HostProtocol(BINDING, wait_seconds=polls / 10, poll_seconds=0.1, write_budget=0)
     script = Script(replies=replies)
     outcome = script.run(protocol)
     assert (outcome.status, outcome.reason) == (
@@ -332,7 +332,7 @@ def test_a_store_that_never_answers_a_read_is_read_once_per_round(polls: int, ge
 
 def test_a_create_of_unknown_outcome_is_read_back_retries_times() -> None:
     script = Script(replies=dict.fromkeys(range(1, 20), fault))
-    outcome = script.run(HostProtocol(BINDING, polls=2, poll_seconds=0.1, write_budget=0))
+    outcome = script.run(HostProtocol(BINDING, wait_seconds=0.2, poll_seconds=0.1, write_budget=0))
     assert (outcome.status, outcome.reason) == (
         RunStatus.STORE_UNAVAILABLE,
         "could not tell whether the claim landed",
@@ -344,7 +344,8 @@ def test_a_create_of_unknown_outcome_is_read_back_retries_times() -> None:
 @pytest.mark.parametrize(("polls", "creates"), [(0, ROUNDS), (2, ROUNDS + 2)])
 def test_a_record_that_never_appears_is_created_once_per_round(polls: int, creates: int) -> None:
     script = Script(replies={n: answers(n % 2 == 0 and None) for n in range(1, 20)})
-    outcome = script.run(HostProtocol(BINDING, polls=polls, poll_seconds=0.1, write_budget=0))
+    protocol = HostProtocol(BINDING, wait_seconds=polls / 10, poll_seconds=0.1, write_budget=0)
+    outcome = script.run(protocol)
     assert (outcome.status, outcome.reason) == (
         RunStatus.STORE_UNAVAILABLE,
         "no record could be made",
@@ -426,7 +427,7 @@ def test_a_create_another_workers_create_beat_decides_on_what_is_stored() -> Non
     assert not outcome.ran_tool
     assert script.kinds == "CG"
     waits = Script(replies={1: other_creates(then=refused)})
-    waited = waits.run(HostProtocol(BINDING, polls=1, poll_seconds=0.1, write_budget=0))
+    waited = waits.run(HostProtocol(BINDING, wait_seconds=0.1, poll_seconds=0.1, write_budget=0))
     assert waited.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert waits.kinds == "CGZG"
 
@@ -741,7 +742,7 @@ def _drive(protocol: HostProtocol, replies: Callable[[Any], Any]) -> tuple[RunOu
         kinds += letters.get(type(request), "?")
         assert len(kinds) < 500, "the call never ended"
         request, state = protocol.step(state, replies(request))
-        check_state(request, state, held_retries(protocol.write_budget))
+        check_state(request, state, held_retries(protocol.policy.write_budget))
     return request, kinds
 
 

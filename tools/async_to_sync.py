@@ -35,6 +35,10 @@ PACKAGE = Path("src/tool_execution_checkpoint")
 
 PAIRS: tuple[tuple[str, str], ...] = (
     (
+        "src/tool_execution_checkpoint/runner/drive_async.py",
+        "src/tool_execution_checkpoint/runner/drive.py",
+    ),
+    (
         "src/tool_execution_checkpoint/guard_calls_async.py",
         "src/tool_execution_checkpoint/guard_calls.py",
     ),
@@ -62,6 +66,11 @@ RENAMES: Mapping[str, str] = {
     "AsyncGenerator": "Generator",
     "asynccontextmanager": "contextmanager",
     "asyncio.sleep": "time.sleep",
+    # the runner's drivers
+    "run_once_async": "run_once",
+    "_AwaitedStore": "_Store",
+    "_AwaitedTool": "_Tool",
+    "_AwaitedSend": "_Send",
     # the guard's calls
     "guard_calls_async": "guard_calls",
     "AsyncGuardCalls": "GuardCalls",
@@ -69,7 +78,6 @@ RENAMES: Mapping[str, str] = {
     "answered_async": "answered",
     "call_async": "call",
     "guarded_function_async": "guarded_function",
-    "run_once_async": "run_once",
     "run_tool_async": "run_tool",
     # the adapters' calls
     "AsyncExecute": "Execute",

@@ -30,6 +30,7 @@ from .identity import (
 )
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import (
+    CallPolicy,
     DeliveryNotSent,
     Found,
     HostProtocol,
@@ -101,6 +102,7 @@ __all__ = [
     "CallInFlight",
     "CallNeedsReconciliation",
     "CallNotAnswered",
+    "CallPolicy",
     "CallResultPruned",
     "CallScope",
     "CallStoreUnavailable",

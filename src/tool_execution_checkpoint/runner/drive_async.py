@@ -1,0 +1,156 @@
+"""A driver of the host protocol: :func:`run_once_async` answers the machine's requests on a
+real store, with the host's tool, delivery and reconcile hook."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeAlias, Unpack
+
+from ..records import Binding
+from ..stores.core import CheckpointStore, StoreError
+from ..validation import JSONValue
+from .calls import CALLS, Call, check_parts, hook_answer, store_operation
+from .machine import HostProtocol
+from .policy import CallPolicy, PolicyOptions, call_policy
+from .vocabulary import (
+    AsyncReconcileHook,
+    Reconcile,
+    RunOutcome,
+    RunTool,
+    Sleep,
+    StoreFault,
+)
+
+if True:  # ASYNC
+    import asyncio
+    from collections.abc import Awaitable
+
+    from ..stores.core import AsyncCheckpointStore
+    from .calls import awaitable
+    from .vocabulary import Returned
+
+    _AwaitedStore: TypeAlias = AsyncCheckpointStore | CheckpointStore
+    _AwaitedTool: TypeAlias = Callable[[], Awaitable[Any] | Any]
+    _AwaitedSend: TypeAlias = Callable[[JSONValue], Awaitable[object] | object]
+else:
+    import time
+
+    from .calls import refuse_async, sync_answer
+
+    _Store: TypeAlias = CheckpointStore
+    _Tool: TypeAlias = Callable[[], Any]
+    _Send: TypeAlias = Callable[[JSONValue], object]
+
+
+async def run_once_async(
+    store: _AwaitedStore,
+    binding: Binding,
+    tool: _AwaitedTool,
+    deliver: _AwaitedSend,
+    *,
+    key: str | None = None,
+    policy: CallPolicy | None = None,
+    **options: Unpack[PolicyOptions],
+) -> RunOutcome:
+    """Run ``tool`` at most once for ``binding`` and deliver its exact stored result.
+
+    ``tool()`` is called only after this call's claim was confirmed. What it returns is
+    stored and ``deliver(payload)`` sends it; the outcome says what happened (see
+    :class:`RunStatus`) and carries the stored payload for every status that has one.
+    :mod:`tool_execution_checkpoint.runner` lists what the tool's and the delivery's
+    exceptions do.
+
+    The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
+    each async or sync, and awaits what one returns when it is awaitable; a cancellation
+    while the tool runs marks the execution uncertain (reason ``cancelled``) while the
+    store still answers, then propagates. The sync driver takes sync ones only: it
+    refuses an async one before anything runs, and a sync one that returns an awaitable
+    has it closed (a tool's marks the execution uncertain, a delivery's is not sent).
+
+    Args:
+        store: The store.
+        binding: The call's binding.
+        tool: Called with no arguments, at most once.
+        deliver: Called with the stored payload. Raising one of ``not_sent`` releases the
+            claim for a later resend; any other exception leaves the delivery to
+            reconcile.
+        key: The store key (default: :func:`~.stores.core.checkpoint_key` of the binding).
+        policy: The call's options as one :class:`CallPolicy` (default: one built from
+            ``options``).
+        options: :class:`CallPolicy`'s fields by keyword (``write_budget=5``, say); each
+            must hold the policy's own value when ``policy`` is given too.
+
+    Raises:
+        CheckpointError: BINDING_CONFLICT when the stored record belongs to another
+            binding; INVALID_ARGUMENT for a store without the store methods, a tool or
+            deliver that is not callable, an async part given to the sync driver, a bad
+            option (:class:`CallPolicy`), or a keyword that conflicts with ``policy`` (on
+            the keyword's field); any error of the stored record's validation.
+        TypeError: for a keyword that is not an option.
+        BaseException: A cancellation or a ``pass_through`` exception from the tool,
+            after the execution was marked uncertain; a ``not_run`` exception, after the
+            claim was released; a cancellation of ``deliver``.
+    """
+    check_parts(store, tool, deliver)
+    policy = call_policy(policy, options)
+    if True:  # ASYNC
+        pass  # every part may be async
+    else:
+        refuse_async(store, tool, deliver, policy.reconcile)
+    call = Call.start(HostProtocol(binding, policy), key)
+    try:
+        await _answer_requests(call, store, tool, deliver, policy.reconcile)
+    except BaseException:
+        call.abandoned()
+        raise
+    return call.outcome()
+
+
+async def _answer_requests(
+    call: Call,
+    store: _AwaitedStore,
+    tool: _AwaitedTool,
+    deliver: _AwaitedSend,
+    reconcile: AsyncReconcileHook | None,
+) -> None:
+    """Answer the call's requests until it has an outcome."""
+    while not isinstance(request := call.request, RunOutcome):
+        if isinstance(request, Reconcile):
+            assert reconcile is not None  # asked only when there is a hook
+            try:
+                found = reconcile(call.stuck(request.record))
+                if True:  # ASYNC
+                    if awaitable(found):
+                        found = await found
+            except BaseException as error:  # every end of the hook is an answer
+                call.raised(error)
+            else:
+                call.answer(hook_answer(found))
+        elif isinstance(request, CALLS):
+            try:
+                value = tool() if isinstance(request, RunTool) else deliver(request.result.payload)
+                if True:  # ASYNC
+                    if awaitable(value):
+                        value = await value
+            except BaseException as error:  # every end of the tool or the send is an answer
+                call.raised(error)
+            else:
+                if True:  # ASYNC
+                    call.answer(Returned(value) if isinstance(request, RunTool) else None)
+                else:
+                    call.answer(sync_answer(request, value))
+        elif isinstance(request, Sleep):
+            if True:  # ASYNC
+                await asyncio.sleep(request.seconds)
+            else:
+                time.sleep(request.seconds)
+            call.answer(None)
+        else:
+            try:
+                answer = store_operation(store, call.key, request)
+                if True:  # ASYNC
+                    if awaitable(answer):
+                        answer = await answer
+            except StoreError:
+                answer = StoreFault()
+            call.answer(answer)
