@@ -55,7 +55,7 @@ from .guard_base import (
 )
 from .guard_calls import GuardCalls, guarded_function
 from .guard_calls_async import AsyncGuardCalls, guarded_function_async
-from .runner import DEFAULT_NOT_RUN, WRITE_BUDGET, ReconcileHook
+from .runner import DEFAULT_NOT_RUN, WRITE_BUDGET, CallPolicy, ReconcileHook
 from .stores.core import AsyncCheckpointStore, CheckpointStore
 from .table import TABLE
 
@@ -107,6 +107,17 @@ class ToolGuard(GuardCalls, AsyncGuardCalls):
             :func:`~.runner.run_once`); its :class:`~.runner.Found` and
             :class:`~.runner.NotThere` carry a value of the tool's return type, stored
             and handed back as the tool's result. A plain function, also for async tools.
+        policy: The call options as one :class:`~.runner.CallPolicy` (its ``clock``,
+            ``logger``, ... too), or None. The option fields above are its fields: one
+            left at its default takes the policy's value, one set otherwise must hold
+            the policy's own; once the guard is built, each holds the value its calls
+            run with. The guard stores its own envelope, so the policy's
+            ``on_tool_error`` stays the default.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, when built, for an option the policy refuses
+            (see :class:`~.runner.CallPolicy`), an option field that conflicts with
+            ``policy``, or a policy with its own ``on_tool_error``.
     """
 
 
@@ -173,6 +184,7 @@ def checkpointed(
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     write_budget: float = WRITE_BUDGET,
     reconcile: ReconcileHook | None = None,
+    policy: CallPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard a tool so that it runs at most once per call id::
 
@@ -210,11 +222,13 @@ def checkpointed(
         max_payload_bytes: See :class:`ToolGuard`.
         write_budget: See :class:`ToolGuard`.
         reconcile: See :class:`ToolGuard`.
+        policy: The call options as one :class:`~.runner.CallPolicy`, built once and
+            shared by the tool's calls (see :class:`ToolGuard`).
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating, for a generator function, an
-            ``exclude`` or ``intent`` name that is not a parameter or an async store with
-            a sync tool;
+            ``exclude`` or ``intent`` name that is not a parameter, an async store with
+            a sync tool, or options :class:`ToolGuard` refuses;
             when calling, for a call with no call id; PAYLOAD_NOT_JSON for an argument the
             fingerprint cannot encode (:func:`~.fingerprint.canonical`), before it runs.
     """
@@ -251,6 +265,7 @@ def checkpointed(
             intent=None if intent is None else frozenset(intent),
             write_budget=write_budget,
             reconcile=reconcile,
+            policy=policy,
         )
         left_out = frozenset(exclude)
         declared = _declared_defaults(signature, left_out)

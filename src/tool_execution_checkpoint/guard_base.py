@@ -18,8 +18,8 @@ from .identity import Claim, Intent
 from .records import Binding
 from .runner import (
     DEFAULT_NOT_RUN,
-    DEFAULT_NOT_SENT,
     WRITE_BUDGET,
+    CallPolicy,
     Found,
     NotThere,
     ReconcileHook,
@@ -27,6 +27,8 @@ from .runner import (
     RunStatus,
     StuckCall,
     ToolOutcomeUnknown,
+    call_policy,
+    default_error_payload,
 )
 from .stores.core import AsyncCheckpointStore, CheckpointStore
 from .table import TABLE, Status
@@ -171,14 +173,69 @@ def holding(claim: Claim, intent: Intent) -> Iterator[Live]:
         raise
 
 
+# --- the call's policy ---------------------------------------------------------------------
+
+_DEFAULTS: dict[str, Any] = {
+    spec.name: spec.default for spec in dataclasses.fields(CallPolicy) if spec.init
+}
+
+_OPTIONS = (
+    "pass_through",
+    "not_run",
+    "wait_seconds",
+    "poll_seconds",
+    "max_payload_bytes",
+    "write_budget",
+    "reconcile",
+)
+"""The fields of a guard that are :class:`~.runner.CallPolicy`'s."""
+
+
+def policy_with(policy: CallPolicy | None, **options: Any) -> CallPolicy:
+    """``policy`` (or the default one) with ``options``, fields of
+    :class:`~.runner.CallPolicy`: an option left at the policy's default takes the policy's
+    value; one set to another value must hold the policy's own, as a keyword given to
+    :func:`~.runner.run_once` with a policy must.
+
+    Raises:
+        CheckpointError: as :func:`~.runner.call_policy` (an option that conflicts with
+            the policy, a policy that is not a CallPolicy, an option CallPolicy refuses).
+        TypeError: for a name that is not an option.
+    """
+    given = {
+        name: value
+        for name, value in options.items()
+        if name not in _DEFAULTS or value != _DEFAULTS[name]
+    }
+    return call_policy(policy, given)
+
+
+def framework_policy(
+    policy: CallPolicy | None,
+    *,
+    control_flow: tuple[type[BaseException], ...] = (),
+    before_effect: tuple[type[BaseException], ...] = (),
+    **options: Any,
+) -> CallPolicy:
+    """The policy an adapter's guard runs under: :func:`policy_with` of ``policy`` and
+    ``options``, with the framework's ``control_flow`` exceptions added to its
+    ``pass_through`` and its ``before_effect`` ones to its ``not_run``."""
+    given = policy_with(policy, **options)
+    return dataclasses.replace(
+        given,
+        pass_through=(*given.pass_through, *control_flow),
+        not_run=(*given.not_run, *before_effect),
+    )
+
+
 # --- the guard's fields and its answers ----------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class GuardBase:
     """The fields of :class:`~.guard.ToolGuard` (documented there) and what it derives from
-    them without I/O: a call's binding, the runner's options, and the answer to an
-    outcome."""
+    them without I/O: the policy its calls run under (built once, when the guard is),
+    a call's binding, and the answer to an outcome."""
 
     store: CheckpointStore | AsyncCheckpointStore
     tool_name: str
@@ -193,6 +250,22 @@ class GuardBase:
     intent: frozenset[str] | None = None
     write_budget: float = WRITE_BUDGET
     reconcile: ReconcileHook | None = None
+    policy: CallPolicy | None = None
+    _run_policy: CallPolicy = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        policy = policy_with(self.policy, **{name: getattr(self, name) for name in _OPTIONS})
+        if policy.on_tool_error is not default_error_payload:
+            raise CheckpointError(
+                ErrorCode.INVALID_ARGUMENT,
+                "is the guard's own: it stores the type of the tool's exception",
+                field="on_tool_error",
+            )
+        for name in _OPTIONS:  # each option as the call runs with it
+            object.__setattr__(self, name, getattr(policy, name))
+        hook = None if policy.reconcile is None else self._reconcile
+        run = dataclasses.replace(policy, on_tool_error=_error_envelope, reconcile=hook)
+        object.__setattr__(self, "_run_policy", run)
 
     def intent_of(self, arguments: Mapping[str, object]) -> Intent:
         """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
@@ -219,19 +292,6 @@ class GuardBase:
             tool_revision=intent.revision,
             input_fingerprint=intent.fingerprint,
         )
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "on_tool_error": _error_envelope,
-            "not_sent": DEFAULT_NOT_SENT,
-            "pass_through": self.pass_through,
-            "not_run": self.not_run,
-            "wait_seconds": self.wait_seconds,
-            "poll_seconds": self.poll_seconds,
-            "max_payload_bytes": self.max_payload_bytes,
-            "write_budget": self.write_budget,
-            "reconcile": None if self.reconcile is None else self._reconcile,
-        }
 
     def _reconcile(self, stuck: StuckCall) -> Found | NotThere | None:
         """The hook's answer, its value stored as the tool's result would be."""

@@ -51,7 +51,7 @@ class GuardCalls(GuardBase):
                 self._binding(claim.call_id, intent),
                 functools.partial(run_tool, live, tool, self.codec, self.namespace, claim.call_id),
                 hand_back,
-                **self._options(),
+                policy=self._run_policy,
             )
             return cast(T, self._answer(outcome, live))
 

@@ -53,7 +53,7 @@ class AsyncGuardCalls(GuardBase):
                     run_tool_async, live, tool, self.codec, self.namespace, claim.call_id
                 ),
                 hand_back,
-                **self._options(),
+                policy=self._run_policy,
             )
             return cast(T, self._answer(outcome, live))
 

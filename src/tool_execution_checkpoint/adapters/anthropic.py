@@ -58,6 +58,7 @@ from ..guard import CallNotAnswered, checkpointed
 from ..guard_base import GUARD_REFUSALS
 from ..guard_calls import answered
 from ..guard_calls_async import answered_async
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CallNotNamed", "checkpointed_tool", "session_client"]
@@ -259,12 +260,15 @@ def checkpointed_tool(
     name: str | None = None,
     namespace: str = "anthropic",
     revision: str = "1",
+    policy: CallPolicy | None = None,
     **options: Any,
 ) -> Callable[[F], F]:
     """:func:`~tool_execution_checkpoint.checkpointed` for the SDK's runners: the call id
     as the module docstring says, and refusals worded for the model. Put it under
     ``@beta_tool`` (or ``@beta_async_tool``) and give it the same ``name`` if you give
-    ``beta_tool`` one. ``options`` are checkpointed's (``intent=``, ``not_run=``, ...).
+    ``beta_tool`` one. ``policy`` (a :class:`~tool_execution_checkpoint.CallPolicy`: a
+    ``write_budget``, a ``reconcile`` hook, ...) and ``options`` are checkpointed's
+    (``intent=``, ``not_run=``, ...).
 
     The decorated tool returns what checkpointed's returns, and raises what it raises,
     except: :class:`CallNotNamed` for a call nothing names; ``ToolError`` for a
@@ -281,6 +285,7 @@ def checkpointed_tool(
             name=name or tool.__name__,
             revision=revision,
             call_id=_session_call_id,
+            policy=policy,
             **options,
         )
         return cast(F, _for_the_model(guard(tool)))

@@ -50,6 +50,7 @@ from typing import TypedDict
 
 from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest, ToolCallWrapper
 
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from .langgraph_base import thread_call_id, tool_result_codec
@@ -86,13 +87,19 @@ class ToolCallCheckpoint(ToolCallInterceptor, AsyncToolCallInterceptor):
         call_id: The call id of a request (default :func:`thread_call_id`).
         intent: By tool name, the arguments that identify the effect (absent: all).
         not_run: By tool name, the exceptions the tool raises before any effect: the
-            claim is released and the next attempt runs the tool (``ToolDidNotRun``
-            always is one).
+            claim is released and the next attempt runs the tool (the policy's, by
+            default ``ToolDidNotRun``, always are).
         interrupt_first: The names of the tools that call ``interrupt()`` before any
             effect: their ``GraphInterrupt`` releases the claim, so the resume runs them.
         wait_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         poll_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), or None; the three above are its
+            fields (see :class:`~tool_execution_checkpoint.ToolGuard`). ``GraphBubbleUp``
+            is added to its ``pass_through``, and each tool's ``not_run`` to its
+            ``not_run``. A ``reconcile`` hook's ``Found`` and ``NotThere`` carry a
+            ``ToolMessage``, a ``Command`` or a list of them.
     """
 
 
@@ -109,6 +116,7 @@ def checkpoint_tool_calls(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+    policy: CallPolicy | None = None,
 ) -> ToolNodeWrappers:
     """``ToolNode(tools, **checkpoint_tool_calls(store))``: both interceptors of a
     :class:`ToolCallCheckpoint` with these settings (see its attributes)."""
@@ -124,6 +132,7 @@ def checkpoint_tool_calls(
         wait_seconds=wait_seconds,
         poll_seconds=poll_seconds,
         max_payload_bytes=max_payload_bytes,
+        policy=policy,
     )
     return ToolNodeWrappers(
         wrap_tool_call=guard.wrap_tool_call, awrap_tool_call=guard.awrap_tool_call

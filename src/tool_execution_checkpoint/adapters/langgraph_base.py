@@ -19,7 +19,8 @@ from langgraph.types import Command, Send
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import ToolGuard
-from ..runner import DEFAULT_NOT_RUN
+from ..guard_base import framework_policy
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
@@ -276,28 +277,33 @@ class ToolCallGuards:
     wait_seconds: float = 0.0
     poll_seconds: float = 0.1
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
+    policy: CallPolicy | None = None
 
     def _guard(self, request: ToolCallRequest) -> ToolGuard:
         name = request.tool_call["name"]
         revision = self.revision if isinstance(self.revision, str) else self.revision.get(name, "1")
-        not_run = (*DEFAULT_NOT_RUN, *self.not_run.get(name, ()))
+        not_run = self.not_run.get(name, ())
         if name in self.interrupt_first:
             not_run = (*not_run, GraphInterrupt)
         intent = self.intent.get(name)
         if intent is not None and request.tool and set(intent) - set(request.tool.args):
             raise _refused("names an argument the tool does not have", "intent")
+        policy = framework_policy(
+            self.policy,
+            control_flow=(GraphBubbleUp,),
+            before_effect=not_run,
+            wait_seconds=self.wait_seconds,
+            poll_seconds=self.poll_seconds,
+            max_payload_bytes=self.max_payload_bytes,
+        )
         return ToolGuard(
             self.store,
             tool_name=name,
             namespace=self.namespace,
             revision=revision,
             codec=_ToolResultCodec(),
-            pass_through=(GraphBubbleUp,),
-            not_run=not_run,
-            wait_seconds=self.wait_seconds,
-            poll_seconds=self.poll_seconds,
-            max_payload_bytes=self.max_payload_bytes,
             intent=None if intent is None else frozenset(intent),
+            policy=policy,
         )
 
     def _guarded(self, request: ToolCallRequest) -> bool:

@@ -89,7 +89,8 @@ from ..guard import (
     ToolRaisedEarlier,
     refuse_generator,
 )
-from ..runner import DEFAULT_NOT_RUN
+from ..guard_base import framework_policy
+from ..runner import DEFAULT_NOT_RUN, CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
@@ -222,6 +223,7 @@ def checkpointed_tool(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+    policy: CallPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard an MCP server tool so it runs at most once per idempotency key; put it under
     ``@server.tool()`` (see the module docstring).
@@ -246,14 +248,19 @@ def checkpointed_tool(
         wait_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         poll_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), or None; ``not_run`` and the three
+            above are its fields (see :class:`~tool_execution_checkpoint.ToolGuard`).
+            ``MCPError`` is added to its ``pass_through``.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating: an ``exclude`` or ``intent``
             name that is not a parameter, an ``intent`` name left out of the fingerprint
             (the ``Context``, an ``exclude`` name), an empty ``intent``, an async store
             with a sync tool, a tool annotated to return an
-            ``InputRequiredResult``, or a tool that has a parameter named
-            :data:`CONTEXT_PARAMETER` that is not its ``Context``.
+            ``InputRequiredResult``, a tool that has a parameter named
+            :data:`CONTEXT_PARAMETER` that is not its ``Context``, or options
+            :class:`~tool_execution_checkpoint.ToolGuard` refuses.
     """
 
     def decorate(tool: Callable[P, R]) -> Callable[P, R]:
@@ -293,12 +300,15 @@ def checkpointed_tool(
             codec=_FinalResults(
                 codec or result_codec(typing.get_type_hints(tool).get("return", Any))
             ),
-            pass_through=(MCPError,),
-            not_run=not_run,
-            wait_seconds=wait_seconds,
-            poll_seconds=poll_seconds,
-            max_payload_bytes=max_payload_bytes,
             intent=chosen,
+            policy=framework_policy(
+                policy,
+                control_flow=(MCPError,),
+                not_run=not_run,
+                wait_seconds=wait_seconds,
+                poll_seconds=poll_seconds,
+                max_payload_bytes=max_payload_bytes,
+            ),
         )
         left_out = {context_name, *exclude}
 

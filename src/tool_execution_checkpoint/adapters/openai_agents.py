@@ -58,7 +58,7 @@ from agents.tool_context import ToolContext
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
 from ..guard_base import GUARD_REFUSALS
-from ..runner import DEFAULT_NOT_RUN
+from ..runner import DEFAULT_NOT_RUN, CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from .openai_agents_calls import in_run
 from .openai_agents_calls_async import in_run_async
@@ -139,6 +139,7 @@ def checkpointed_tool(
     intent: Collection[str] | None = None,
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     exclude: Collection[str] = (),
+    policy: CallPolicy | None = None,
     **options: Any,
 ) -> Callable[[Callable[..., R]], Callable[..., R | str]]:
     """:func:`~tool_execution_checkpoint.checkpointed` with the call named as the module
@@ -154,6 +155,8 @@ def checkpointed_tool(
         not_run: Exceptions the tool raises before any effect (default ``ToolDidNotRun``):
             never stored, the claim released.
         exclude: Parameters left out of the fingerprint (the context parameter always is).
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), as checkpointed takes it.
         options: The rest of checkpointed's options (``codec``, ``pass_through``, ...).
 
     The function it returns takes the SDK's context first: the tool's own context
@@ -178,6 +181,7 @@ def checkpointed_tool(
             intent=intent,
             not_run=not_run,
             exclude=left_out,
+            policy=policy,
             **options,
         )(tool)
         return cast(Callable[..., R | str], _in_run(tool, guarded, parameter))

@@ -72,7 +72,8 @@ from pydantic_ai.toolsets.function import FunctionToolsetTool
 from ..codecs import ResultCodec, result_codec
 from ..errors import CheckpointError, ErrorCode
 from ..guard import ToolGuard
-from ..guard_base import GUARD_REFUSALS
+from ..guard_base import GUARD_REFUSALS, framework_policy
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "default_call_id"]
@@ -203,6 +204,12 @@ class CheckpointedToolset(WrapperToolset[Any]):
             never stored, the next run of the call runs the tool. Added to :data:`NOT_RUN`.
         options: More :class:`~tool_execution_checkpoint.ToolGuard` fields
             (``wait_seconds``, ``poll_seconds``, ``max_payload_bytes``).
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), or None; ``options`` are its fields
+            (see :class:`~tool_execution_checkpoint.ToolGuard`). :data:`CONTROL_FLOW` is
+            added to its ``pass_through``, and :data:`NOT_RUN` with ``not_run`` to its
+            ``not_run`` (with no policy, those two alone are the tool's not-run
+            exceptions).
         refusals: Where :class:`Checkpointed` collects the run's refusals (None alone).
 
     Raises:
@@ -220,6 +227,7 @@ class CheckpointedToolset(WrapperToolset[Any]):
     intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict, kw_only=True)
     not_run: tuple[type[BaseException], ...] = dataclasses.field(default=(), kw_only=True)
     options: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    policy: CallPolicy | None = dataclasses.field(default=None, kw_only=True)
     refusals: _Refusals | None = dataclasses.field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
@@ -264,16 +272,20 @@ class CheckpointedToolset(WrapperToolset[Any]):
                     f"names {len(intent - set(parameters))} argument(s) the tool does not take",
                     field="intent",
                 )
+        not_run = (*NOT_RUN, *self.not_run)
+        policy = framework_policy(
+            self.policy, control_flow=CONTROL_FLOW, before_effect=not_run, **self.options
+        )
+        if self.policy is None:  # NOT_RUN and not_run alone, as without a policy before
+            policy = dataclasses.replace(policy, not_run=not_run)
         guard = ToolGuard(
             self.store,
             tool_name=own_name,
             namespace=self.namespace,
             revision=self.revision,
             codec=_codec(self.wrapped, name, tool),
-            pass_through=CONTROL_FLOW,
-            not_run=(*NOT_RUN, *self.not_run),
             intent=intent,
-            **self.options,
+            policy=policy,
         )
         return await guard.call_async(
             self.call_id(ctx),
@@ -298,6 +310,7 @@ class Checkpointed(AbstractCapability[Any]):
     intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict)
     not_run: tuple[type[BaseException], ...] = ()
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    policy: CallPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.tools is not None:
@@ -321,6 +334,7 @@ class Checkpointed(AbstractCapability[Any]):
                 intent=self.intent,
                 not_run=self.not_run,
                 options=self.options,
+                policy=self.policy,
                 refusals=self._refusals,
             )
 
