@@ -33,6 +33,10 @@ What a call returns or raises:
 The stored payload is an envelope: ``{"returned": <the encoded result>}`` or
 ``{"raised": {"type": "<exception type>"}}`` (an exception's message may hold secrets
 and is not stored). An operator completing a stuck call writes the same shape.
+
+The call options are one :class:`~.runner.CallPolicy`, built once per guard (see
+:class:`ToolGuard`). Why the guard answers as it does, and how its I/O is written once for
+asyncio with the sync side generated: ``docs/guard.md``.
 """
 
 from __future__ import annotations
