@@ -34,9 +34,12 @@ from chain_checks import assert_unkeepable_return_types_leave_no_chain  # noqa: 
 from test_examples_anthropic import offline_environment  # noqa: E402
 from tool_execution_checkpoint import (  # noqa: E402
     CallNeedsReconciliation,
+    CallPolicy,
     ErrorCode,
+    Found,
     MemoryStore,
     SQLiteStore,
+    StuckCall,
     ToolOutcomeUnknown,
     call_scope,
     tool_call,
@@ -441,6 +444,39 @@ def test_an_explicit_call_id_is_used_outside_the_runners() -> None:
     assert refused.value.__context__ is None
     assert refused.value.__cause__ is None
     assert outbox == ["ada@example.com"]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_policy_given_to_the_decorator_reaches_the_call(is_async: bool) -> None:
+    """``policy=`` carries a reconcile hook (or a write budget) to the call: the hook finds
+    the e-mail the first attempt sent and left unknown, and the next attempt of the same
+    call gets what it found; nothing is sent again."""
+    outbox: list[str] = []
+    asked: list[StuckCall] = []
+
+    def find(stuck: StuckCall) -> Found:
+        asked.append(stuck)
+        return Found("m-found")
+
+    send_email = send_email_tool(
+        outbox,
+        MemoryStore(),
+        is_async=is_async,
+        fail_first=ToolOutcomeUnknown,
+        policy=CallPolicy(reconcile=find),
+    )
+
+    def call() -> Any:
+        answer = send_email.call(ADA)
+        return asyncio.run(answer) if is_async else answer
+
+    with tool_call("app-call-1"):
+        with pytest.raises(anthropic.lib.tools.ToolError) as refused:
+            call()
+        assert call() == "m-found"
+    assert "needs-execution-reconciliation" in str(refused.value)
+    assert outbox == ["ada@example.com"]
+    assert len(asked) == 1
 
 
 def test_a_return_type_the_guard_cannot_keep_is_refused_naming_it_nowhere_in_the_chain() -> None:

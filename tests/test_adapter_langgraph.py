@@ -57,10 +57,13 @@ from tool_execution_checkpoint import (
     AsyncSQLiteStore,
     CallInFlight,
     CallNeedsReconciliation,
+    CallPolicy,
     CheckpointError,
     ErrorCode,
+    Found,
     MemoryStore,
     Status,
+    StuckCall,
     ToolGuard,
     ToolRaisedEarlier,
     call_scope,
@@ -312,6 +315,33 @@ def test_a_read_that_timed_out_runs_again_when_its_timeout_is_not_run(resume: st
         state = graph.invoke(None, CONFIG)
     assert state["messages"][2].content == "sunny in Oslo"
     assert keys[0] == keys[1]  # the same call: the same downstream key
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_a_policy_given_to_the_interceptors_reaches_the_call(tmp_path: Path, run: str) -> None:
+    """``policy=`` carries what no keyword of checkpoint_tool_calls does (a reconcile hook,
+    a write budget): its hook finds the e-mail the first attempt sent and left unknown, and
+    the resume hands the model the message it found; nothing is sent again."""
+    outbox = tmp_path / "outbox"
+    asked: list[StuckCall] = []
+
+    def find(stuck: StuckCall) -> Found:
+        asked.append(stuck)
+        return Found(ToolMessage("sent to ada (found)", tool_call_id="call_1", name="send_email"))
+
+    graph = build(
+        [outbox_tool(outbox, unknown_outcome)],
+        model(ask("send_email", to="ada", body="paid"), "Done."),
+        InMemorySaver(),
+        **checkpoint_tool_calls(MemoryStore(), policy=CallPolicy(reconcile=find)),
+    )
+    with pytest.raises(CallNeedsReconciliation):
+        invoke(graph, run, {"messages": [HumanMessage("Tell Ada")]}, CONFIG)
+    state = invoke(graph, run, None, CONFIG)
+
+    assert state["messages"][2].content == "sent to ada (found)"
+    assert sent(outbox) == 1
+    assert len(asked) == 1
 
 
 @pytest.mark.parametrize("intent", [None, ("to",), ("to", "subject")])

@@ -43,12 +43,16 @@ from pydantic import BaseModel
 
 from tool_execution_checkpoint import (
     AsyncSQLiteStore,
+    CallPolicy,
     Checkpoint,
     CheckpointError,
     ErrorCode,
+    Found,
     MemoryStore,
     SQLiteStore,
     StoreError,
+    StuckCall,
+    ToolOutcomeUnknown,
     prune_result,
 )
 from tool_execution_checkpoint.adapters.mcp import (
@@ -405,6 +409,42 @@ def test_an_mcp_error_from_the_tool_passes_through_and_marks_the_call_uncertain(
 
     run(scenario)
     assert runs == ["ada"]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_policy_given_to_the_decorator_reaches_the_call(tmp_path: Path, is_async: bool) -> None:
+    """``policy=`` carries what no keyword of checkpointed_tool does (a reconcile hook, a
+    write budget): its hook finds the e-mail the first attempt sent and left unknown, and
+    the retry with the same key gets the receipt it found; nothing is sent again."""
+    outbox = tmp_path / "outbox"
+    asked: list[StuckCall] = []
+
+    def find(stuck: StuckCall) -> Found:
+        asked.append(stuck)
+        return Found(Receipt(to="ada", number=7))
+
+    def send_email(to: str) -> Receipt:
+        send(outbox, to)
+        raise ToolOutcomeUnknown("the provider timed out after accepting it")
+
+    async def send_email_async(to: str) -> Receipt:
+        return send_email(to)
+
+    server = MCPServer("mail")
+    guard = checkpointed_tool(MemoryStore(), name="send_email", policy=CallPolicy(reconcile=find))
+    server.tool(name="send_email")(guard(send_email_async if is_async else send_email))
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            with pytest.raises(MCPError) as first:
+                await client.call_tool("send_email", {"to": "ada"}, meta=key())
+            again = await client.call_tool("send_email", {"to": "ada"}, meta=key())
+        assert first.value.data == {"status": "needs-reconciliation", "retrySameKey": False}
+        assert again.structured_content == {"to": "ada", "number": 7}
+
+    run(scenario)
+    assert sent(outbox) == 1
+    assert len(asked) == 1
 
 
 def test_excluded_arguments_are_left_out_of_the_fingerprint(tmp_path: Path) -> None:

@@ -46,11 +46,15 @@ from openai import AsyncOpenAI
 from chain_checks import assert_unkeepable_return_types_leave_no_chain
 from tool_execution_checkpoint import (
     CallInFlight,
+    CallPolicy,
     CheckpointError,
     ErrorCode,
+    Found,
     MemoryStore,
     SQLiteStore,
+    StuckCall,
     ToolGuard,
+    ToolOutcomeUnknown,
     ToolRaisedEarlier,
     call_scope,
     tool_call,
@@ -551,6 +555,40 @@ def test_a_replay_returns_the_same_typed_value_and_a_conflict_is_refused(tmp_pat
     assert "example.com" not in str(raised.value)
     assert "call_T" not in str(raised.value)
     assert outbox.count() == 1
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_policy_given_to_the_decorator_reaches_the_call(tmp_path: Path, is_async: bool) -> None:
+    """``policy=`` carries a reconcile hook (or a write budget) to the call: the hook finds
+    the e-mail the first attempt sent and left unknown, and the model's next attempt of the
+    same call gets the receipt it found; nothing is sent again."""
+    outbox = Outbox(tmp_path / "out.txt")
+    found = Receipt(message_id="m-found", recipients=[ADA])
+    asked: list[StuckCall] = []
+
+    def find(stuck: StuckCall) -> Found:
+        asked.append(stuck)
+        return Found(found)
+
+    def send_email(to: str) -> Receipt:
+        outbox.send(to)
+        raise ToolOutcomeUnknown("the provider timed out after accepting it")
+
+    async def send_email_async(to: str) -> Receipt:
+        return send_email(to)
+
+    guard = checkpointed_tool(MemoryStore(), name="send_email", policy=CallPolicy(reconcile=find))
+    guarded = guard(send_email_async if is_async else send_email)
+
+    def call() -> Any:
+        answer: Any = guarded(_context("call_U"), ADA)
+        return asyncio.run(answer) if is_async else answer
+
+    first = call()  # in a run, a refusal is the model's text
+    assert "needs-execution-reconciliation" in first
+    assert call() == found
+    assert outbox.count() == 1
+    assert len(asked) == 1
 
 
 def test_a_context_parameter_of_the_tool_is_kept_and_left_out_of_the_fingerprint(

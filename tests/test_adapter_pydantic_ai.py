@@ -35,10 +35,14 @@ from pydantic_ai.usage import RunUsage
 
 from tool_execution_checkpoint import (
     CallNeedsReconciliation,
+    CallPolicy,
     CheckpointError,
     ErrorCode,
+    Found,
     MemoryStore,
     SQLiteStore,
+    StuckCall,
+    ToolOutcomeUnknown,
     ToolRaisedEarlier,
     call_scope,
 )
@@ -503,6 +507,36 @@ def test_an_uncertain_call_resumed_raises_for_the_host_and_sends_nothing() -> No
     assert isinstance(error, CallNeedsReconciliation)
     assert model.requests == requests
     assert outbox.lines() == ["ada@x.org"]
+
+
+def test_a_policy_given_to_the_capability_reaches_the_call() -> None:
+    """``policy=`` carries a reconcile hook (or a write budget) to the call: the hook finds
+    the e-mail the first run sent and left unknown, and the resume from the stored messages
+    hands the model the receipt it found; nothing is sent again."""
+    outbox = Outbox()
+    found = Receipt(message_id="m-found", recipients=["ada@x.org"])
+    asked: list[StuckCall] = []
+
+    def find(stuck: StuckCall) -> Found:
+        asked.append(stuck)
+        return Found(found)
+
+    model = ScriptedModel([[_send("ada@x.org")], []])
+    agent = _agent(model, Checkpointed(MemoryStore(), policy=CallPolicy(reconcile=find)))
+
+    @agent.tool_plain
+    def send_email(to: str) -> Receipt:
+        outbox.send(to)
+        raise ToolOutcomeUnknown("the provider timed out after accepting it")
+
+    stored, error = _host(agent, "Tell Ada.", None)
+    assert isinstance(error, CallNeedsReconciliation)
+    _, output = _host(agent, None, stored)
+
+    assert output == "done"
+    assert model.returned[-1] == found
+    assert outbox.lines() == ["ada@x.org"]
+    assert len(asked) == 1
 
 
 # --- async tools, the RunContext, ModelRetry, a result that cannot be stored ---------------

@@ -43,7 +43,8 @@ from tool_execution_checkpoint import (
     run_once,
     tool_call,
 )
-from tool_execution_checkpoint.guard import _Live
+from tool_execution_checkpoint.guard_base import Live
+from tool_execution_checkpoint.guard_calls import run_tool
 from tool_execution_checkpoint.testing.conformance import leaks
 
 SECRET = "SECRET-a1b2c3"
@@ -589,7 +590,7 @@ class _CannotDecode:
 def test_a_result_that_cannot_be_encoded_leaves_it_nowhere_in_the_chain() -> None:
     """The encoder's error once stayed as the suppressed context of ToolOutcomeUnknown."""
     with pytest.raises(ToolOutcomeUnknown) as caught:
-        _Live().run(lambda: {"to": CHAIN_SECRET}, _CannotEncode(), "default", "toolu_1")
+        run_tool(Live(), lambda: {"to": CHAIN_SECRET}, _CannotEncode(), "default", "toolu_1")
     assert leaks(caught.value, CHAIN_SECRET) is None
     assert "ValueError" in str(caught.value)
     assert caught.value.__context__ is None

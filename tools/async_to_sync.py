@@ -38,6 +38,22 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/runner/drive_async.py",
         "src/tool_execution_checkpoint/runner/drive.py",
     ),
+    (
+        "src/tool_execution_checkpoint/guard_calls_async.py",
+        "src/tool_execution_checkpoint/guard_calls.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/adapters/langgraph_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/langgraph_calls.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/adapters/mcp_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/mcp_calls.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/adapters/openai_agents_calls_async.py",
+        "src/tool_execution_checkpoint/adapters/openai_agents_calls.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -50,16 +66,32 @@ RENAMES: Mapping[str, str] = {
     "AsyncGenerator": "Generator",
     "asynccontextmanager": "contextmanager",
     "asyncio.sleep": "time.sleep",
+    # the runner's drivers
     "run_once_async": "run_once",
     "_AwaitedStore": "_Store",
     "_AwaitedTool": "_Tool",
     "_AwaitedSend": "_Send",
+    # the guard's calls
+    "guard_calls_async": "guard_calls",
+    "AsyncGuardCalls": "GuardCalls",
+    "AsyncTool": "Tool",
+    "answered_async": "answered",
+    "call_async": "call",
+    "guarded_function_async": "guarded_function",
+    "run_tool_async": "run_tool",
+    # the adapters' calls
+    "AsyncExecute": "Execute",
+    "AsyncToolCallInterceptor": "ToolCallInterceptor",
+    "awrap_tool_call": "wrap_tool_call",
+    "guarded_tool_async": "guarded_tool",
+    "in_run_async": "in_run",
 }
 """Each name that differs between the written module and its sync twin."""
 
 HEADER = (
-    "# Generated from {source} by tools/async_to_sync.py: do not edit.\n"
-    "# Edit {source} and run `python tools/async_to_sync.py` (make lint checks it).\n"
+    "# Generated from {source}\n"
+    "# by tools/async_to_sync.py: do not edit. Edit that module and run\n"
+    "# `python tools/async_to_sync.py` (make lint checks it).\n"
 )
 GENERATED_MARK = "# Generated from "
 """How a generated module's first line starts (the module-size test exempts it)."""

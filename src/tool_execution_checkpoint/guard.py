@@ -33,40 +33,35 @@ What a call returns or raises:
 The stored payload is an envelope: ``{"returned": <the encoded result>}`` or
 ``{"raised": {"type": "<exception type>"}}`` (an exception's message may hold secrets
 and is not stored). An operator completing a stuck call writes the same shape.
+
+The call options are one :class:`~.runner.CallPolicy`, built once per guard (see
+:class:`ToolGuard`). Why the guard answers as it does, and how its I/O is written once for
+asyncio with the sync side generated: ``docs/guard.md``.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
-from .codecs import JSONCodec, ResultCodec, rebuilt, result_codec, return_annotation
+from .codecs import ResultCodec, result_codec, return_annotation
 from .errors import CheckpointError, ErrorCode
-from .fingerprint import arguments_fingerprint
-from .identity import Claim, Intent, claim_identity, running_call
-from .records import Binding
-from .runner import (
-    DEFAULT_NOT_RUN,
-    DEFAULT_NOT_SENT,
-    WRITE_BUDGET,
-    Found,
-    NotThere,
-    ReconcileHook,
-    RunOutcome,
-    RunStatus,
-    StuckCall,
-    ToolOutcomeUnknown,
-    run_once,
-    run_once_async,
+from .guard_base import (
+    CallInFlight,
+    CallNeedsReconciliation,
+    CallNotAnswered,
+    CallResultPruned,
+    CallStoreUnavailable,
+    ToolRaisedEarlier,
 )
+from .guard_calls import GuardCalls, guarded_function
+from .guard_calls_async import AsyncGuardCalls, guarded_function_async
+from .runner import DEFAULT_NOT_RUN, WRITE_BUDGET, CallPolicy, ReconcileHook
 from .stores.core import AsyncCheckpointStore, CheckpointStore
-from .table import TABLE, Status
-from .validation import JSONValue
+from .table import TABLE
 
 __all__ = [
     "CallInFlight",
@@ -81,68 +76,15 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
-T = TypeVar("T")
-
-# --- what a call that cannot be answered raises --------------------------------------------
-
-
-class CallNotAnswered(Exception):
-    """The guarded call has no result to hand back. ``outcome`` says why; ``reason`` is
-    the outcome's reason (never a payload)."""
-
-    def __init__(self, outcome: RunOutcome) -> None:
-        detail = f" ({outcome.reason})" if outcome.reason else ""
-        super().__init__(f"the tool call was not answered: {outcome.status.value}{detail}")
-        self.outcome = outcome
-        self.reason = outcome.reason
-
-
-class CallInFlight(CallNotAnswered):
-    """An attempt holds the execution claim: its worker may still be running the tool or
-    may have died. Call again later (or pass ``wait_seconds``); if its worker is known to be
-    gone, an operator settles the record (``reconcile --mark-uncertain``)."""
-
-
-class CallNeedsReconciliation(CallNotAnswered):
-    """Whether the tool's effect happened is unknown (the record is uncertain, or the
-    result could not be stored). Nothing runs the tool again; an operator settles it."""
-
-
-class CallResultPruned(CallNotAnswered):
-    """The call was delivered and its stored result has since been pruned."""
-
-
-class CallStoreUnavailable(CallNotAnswered):
-    """The store failed too often to finish; the record says what remains and nothing is
-    done twice when the call is made again."""
-
-
-class ToolRaisedEarlier(Exception):
-    """The tool raised when this call first ran it; that exception's type was stored.
-
-    Attributes:
-        error_type: The exception's type name.
-    """
-
-    def __init__(self, error_type: str) -> None:
-        super().__init__(f"the tool raised {error_type} when this call first ran it")
-        self.error_type = error_type
-
 
 # --- the guard -----------------------------------------------------------------------------
 
-_RETURNED = "returned"
-_RAISED = "raised"
-
-
-def _error_envelope(error: Exception) -> JSONValue:
-    return {_RAISED: {"type": type(error).__name__}}
-
 
 @dataclasses.dataclass(frozen=True)
-class ToolGuard:
+class ToolGuard(GuardCalls, AsyncGuardCalls):
     """One tool's guard: what :func:`checkpointed` builds, and what an adapter that
-    intercepts a framework's tool calls uses directly.
+    intercepts a framework's tool calls uses directly. :meth:`call` runs a sync tool
+    (with a sync store), :meth:`call_async` awaits an async one (with either store).
 
     Attributes:
         store: Where the checkpoints live.
@@ -169,234 +111,18 @@ class ToolGuard:
             :func:`~.runner.run_once`); its :class:`~.runner.Found` and
             :class:`~.runner.NotThere` carry a value of the tool's return type, stored
             and handed back as the tool's result. A plain function, also for async tools.
+        policy: The call options as one :class:`~.runner.CallPolicy` (its ``clock``,
+            ``logger``, ... too), or None. The option fields above are its fields: one
+            left at its default takes the policy's value, one set otherwise must hold
+            the policy's own; once the guard is built, each holds the value its calls
+            run with. The guard stores its own envelope, so the policy's
+            ``on_tool_error`` stays the default.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT, when built, for an option the policy refuses
+            (see :class:`~.runner.CallPolicy`), an option field that conflicts with
+            ``policy``, or a policy with its own ``on_tool_error``.
     """
-
-    store: CheckpointStore | AsyncCheckpointStore
-    tool_name: str
-    namespace: str = "default"
-    revision: str = "1"
-    codec: ResultCodec[Any] = dataclasses.field(default_factory=JSONCodec)
-    pass_through: tuple[type[BaseException], ...] = ()
-    not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN
-    wait_seconds: float = 0.0
-    poll_seconds: float = 0.1
-    max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
-    intent: frozenset[str] | None = None
-    write_budget: float = WRITE_BUDGET
-    reconcile: ReconcileHook | None = None
-
-    def intent_of(self, arguments: Mapping[str, object]) -> Intent:
-        """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
-        arguments_fingerprint` of the arguments that identify the effect (those named
-        in ``intent``, or all of them).
-
-        Raises:
-            CheckpointError: as :func:`~.fingerprint.canonical`, before anything runs.
-        """
-        chosen = arguments
-        if self.intent is not None:
-            chosen = {name: value for name, value in arguments.items() if name in self.intent}
-        return Intent(self.tool_name, self.revision, arguments_fingerprint(chosen))
-
-    def binding(self, call_id: str, arguments: Mapping[str, object]) -> Binding:
-        """The binding of one call under ``call_id``: this tool and its intent."""
-        return self._binding(call_id, self.intent_of(arguments))
-
-    def _binding(self, call_id: str, intent: Intent) -> Binding:
-        return Binding(
-            namespace=self.namespace,
-            call_id=call_id,
-            tool_name=intent.tool_name,
-            tool_revision=intent.revision,
-            input_fingerprint=intent.fingerprint,
-        )
-
-    def call(
-        self,
-        call_id: str | None,
-        arguments: Mapping[str, object],
-        tool: Callable[[], T],
-        *,
-        authoritative: bool = False,
-    ) -> T:
-        """Run ``tool`` at most once for this call and return its result (see the module
-        docstring for what is returned and raised). ``call_id`` is the framework's id of
-        the call, or None; :func:`~.identity.claim_identity` says which id is used (with
-        ``authoritative``, always ``call_id``). An async store is refused: use
-        :meth:`call_async` (in a framework, its async entry point)."""
-        if inspect.iscoroutinefunction(getattr(self.store, "compare_and_swap", None)):
-            raise CheckpointError(
-                ErrorCode.INVALID_ARGUMENT,
-                "is async: a sync call cannot await it (use the async entry point)",
-                field="store",
-            )
-        intent = self.intent_of(arguments)
-        claim = claim_identity(intent, call_id, authoritative=authoritative)
-        with _holding(claim, intent) as live:
-            outcome = run_once(
-                cast(CheckpointStore, self.store),
-                self._binding(claim.call_id, intent),
-                functools.partial(live.run, tool, self.codec, self.namespace, claim.call_id),
-                _hand_back,
-                **self._options(),
-            )
-            return cast(T, self._answer(outcome, live))
-
-    async def call_async(
-        self,
-        call_id: str | None,
-        arguments: Mapping[str, object],
-        tool: Callable[[], Awaitable[T]],
-        *,
-        authoritative: bool = False,
-    ) -> T:
-        """The asyncio twin of :meth:`call`: ``tool()`` is awaited."""
-        intent = self.intent_of(arguments)
-        claim = claim_identity(intent, call_id, authoritative=authoritative)
-        with _holding(claim, intent) as live:
-            outcome = await run_once_async(
-                self.store,
-                self._binding(claim.call_id, intent),
-                functools.partial(live.run_async, tool, self.codec, self.namespace, claim.call_id),
-                _hand_back,
-                **self._options(),
-            )
-            return cast(T, self._answer(outcome, live))
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "on_tool_error": _error_envelope,
-            "not_sent": DEFAULT_NOT_SENT,
-            "pass_through": self.pass_through,
-            "not_run": self.not_run,
-            "wait_seconds": self.wait_seconds,
-            "poll_seconds": self.poll_seconds,
-            "max_payload_bytes": self.max_payload_bytes,
-            "write_budget": self.write_budget,
-            "reconcile": None if self.reconcile is None else self._reconcile,
-        }
-
-    def _reconcile(self, stuck: StuckCall) -> Found | NotThere | None:
-        """The hook's answer, its value stored as the tool's result would be."""
-        assert self.reconcile is not None
-        answer = self.reconcile(stuck)
-        if inspect.iscoroutine(answer):
-            answer.close()
-            raise TypeError("the guard's reconcile hook must be a plain function")
-        if isinstance(answer, Found | NotThere):
-            return type(answer)({_RETURNED: self.codec.encode(answer.payload)})
-        return answer
-
-    def _answer(self, outcome: RunOutcome, live: _Live) -> Any:
-        unstored = outcome.unstored is not None  # this call's result, not known stored
-        live.answered = outcome.has_payload or unstored
-        stored_is_ours = outcome.ran_tool and live.produced and not unstored
-        if outcome.has_payload and not stored_is_ours:
-            return self._stored(outcome)  # the call's one answer, stored by another
-        if outcome.has_payload or unstored:  # this call's result, stored or not
-            if live.error is not None:
-                raise live.error
-            return live.value
-        record = outcome.record
-        if outcome.status is RunStatus.STORE_UNAVAILABLE:
-            raise CallStoreUnavailable(outcome)
-        if record is not None and record.status is Status.EXECUTING:
-            raise CallInFlight(outcome)
-        if record is not None and record.status is Status.DELIVERED:
-            raise CallResultPruned(outcome)
-        raise CallNeedsReconciliation(outcome)
-
-    def _stored(self, outcome: RunOutcome) -> Any:
-        payload = outcome.payload
-        if isinstance(payload, dict) and len(payload) == 1:
-            if _RETURNED in payload:
-                return rebuilt(self.codec, payload[_RETURNED])
-            raised = payload.get(_RAISED)
-            if isinstance(raised, dict) and isinstance(raised.get("type"), str):
-                raise ToolRaisedEarlier(cast(str, raised["type"]))
-        raise CheckpointError(
-            ErrorCode.INVALID_CHECKPOINT,
-            'is not {"returned": ...} or {"raised": {"type": ...}}',
-            field="result.payload",
-        )
-
-
-def _hand_back(payload: JSONValue) -> None:
-    """The framework delivers: the hand-back itself is the return from the guard."""
-
-
-class _Live:
-    """What the tool did in this call: its live value, or the exception it raised;
-    whether that is a result the runner was given to store (not an unknown outcome); and
-    whether the call was answered (a result handed back, live or stored)."""
-
-    __slots__ = ("answered", "error", "produced", "value")
-
-    def __init__(self) -> None:
-        self.value: Any = None
-        self.error: Exception | None = None
-        self.produced = False
-        self.answered = False
-
-    def run(
-        self, tool: Callable[[], Any], codec: ResultCodec[Any], namespace: str, call_id: str
-    ) -> JSONValue:
-        try:
-            with running_call(namespace, call_id):
-                self.value = tool()
-        except ToolOutcomeUnknown:
-            raise
-        except Exception as error:
-            self.error, self.produced = error, True
-            raise
-        return self._envelope(codec)
-
-    async def run_async(
-        self,
-        tool: Callable[[], Awaitable[Any]],
-        codec: ResultCodec[Any],
-        namespace: str,
-        call_id: str,
-    ) -> JSONValue:
-        try:
-            with running_call(namespace, call_id):
-                self.value = await tool()
-        except ToolOutcomeUnknown:
-            raise
-        except Exception as error:
-            self.error, self.produced = error, True
-            raise
-        return self._envelope(codec)
-
-    def _envelope(self, codec: ResultCodec[Any]) -> JSONValue:
-        failed: str | None = None
-        try:
-            encoded = codec.encode(self.value)
-        except Exception as error:  # the effect happened; its result cannot be kept
-            failed = type(error).__name__
-        if failed is not None:
-            # Raised outside the except: the encoder's error (a lone surrogate's
-            # UnicodeEncodeError, pydantic's error) holds the result, so it is no context.
-            raise ToolOutcomeUnknown(f"the result could not be encoded as JSON: {failed}")
-        self.produced = True
-        return {_RETURNED: encoded}
-
-
-@contextmanager
-def _holding(claim: Claim, intent: Intent) -> Iterator[_Live]:
-    """Hold the call's identity while it runs: a call that was not answered gives its
-    occurrence back, and a refusal (CallNotAnswered, CheckpointError) is kept by the
-    enclosing :func:`~.identity.call_scope`."""
-    live = _Live()
-    try:
-        yield live
-    except (CallNotAnswered, CheckpointError) as refusal:
-        claim.release(intent, refusal)
-        raise
-    except BaseException:
-        if not live.answered:
-            claim.release(intent, None)
-        raise
 
 
 # --- the decorator -------------------------------------------------------------------------
@@ -462,6 +188,7 @@ def checkpointed(
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
     write_budget: float = WRITE_BUDGET,
     reconcile: ReconcileHook | None = None,
+    policy: CallPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard a tool so that it runs at most once per call id::
 
@@ -499,11 +226,13 @@ def checkpointed(
         max_payload_bytes: See :class:`ToolGuard`.
         write_budget: See :class:`ToolGuard`.
         reconcile: See :class:`ToolGuard`.
+        policy: The call options as one :class:`~.runner.CallPolicy`, built once and
+            shared by the tool's calls (see :class:`ToolGuard`).
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating, for a generator function, an
-            ``exclude`` or ``intent`` name that is not a parameter or an async store with
-            a sync tool;
+            ``exclude`` or ``intent`` name that is not a parameter, an async store with
+            a sync tool, or options :class:`ToolGuard` refuses;
             when calling, for a call with no call id; PAYLOAD_NOT_JSON for an argument the
             fingerprint cannot encode (:func:`~.fingerprint.canonical`), before it runs.
     """
@@ -540,6 +269,7 @@ def checkpointed(
             intent=None if intent is None else frozenset(intent),
             write_budget=write_budget,
             reconcile=reconcile,
+            policy=policy,
         )
         left_out = frozenset(exclude)
         declared = _declared_defaults(signature, left_out)
@@ -561,25 +291,7 @@ def checkpointed(
                     arguments[key] = given
             return identity, arguments
 
-        if is_async:
-            run_async = cast(Callable[..., Awaitable[Any]], tool)
-
-            @functools.wraps(tool)
-            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                identity, arguments = bind(args, kwargs)
-                return await guard.call_async(
-                    identity, arguments, functools.partial(run_async, *args, **kwargs)
-                )
-
-            guarded_async.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
-            return cast(Callable[P, R], guarded_async)
-
-        @functools.wraps(tool)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            identity, arguments = bind(args, kwargs)
-            return guard.call(identity, arguments, functools.partial(tool, *args, **kwargs))
-
-        guarded.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
-        return cast(Callable[P, R], guarded)
+        wrap = guarded_function_async if is_async else guarded_function
+        return cast(Callable[P, R], wrap(guard, tool, bind))
 
     return decorate

@@ -6,50 +6,35 @@
     @checkpointed_tool(store, intent=("to",))
     def send_email(to: str, body: str) -> str: ...
 
-Guard the tools with effects; a read-only tool stays a plain ``@beta_tool``. Both runners
-call a tool with its input only, never with its tool-use id, so the call's identity
-(:mod:`~tool_execution_checkpoint.identity`) comes from what the host names, innermost
-first: a :func:`~tool_execution_checkpoint.tool_call` block, a
-:func:`~tool_execution_checkpoint.call_scope` block, else the session event below.
+Guard the tools with effects; a read-only tool stays a plain ``@beta_tool``. Why each
+choice, with the facts from anthropic 2.16.0: ``docs/frameworks.md``.
 
-- **Sessions tool runner** (``client.beta.sessions.events.tool_runner``, anthropic 2.16.0,
-  ``anthropic/lib/tools/_beta_session_runner.py``). The scope is the session's own
-  ``agent.custom_tool_use`` event: the call id is ``<session id>/<event id>``. The session
-  keeps the event, so a host that dies after the effect and a host that attaches later is
-  dispatched the same unanswered event and gets the stored result; two calls with identical
-  input are two events, so two calls, in one turn or in two. The runner tells the tool
-  neither: ``_call_tool`` passes the input only. It runs each call inside the OpenTelemetry
-  span of the tool run, whose attributes hold the event id (``tool_use_span`` in
-  ``anthropic/lib/_tracing/_tools.py``); :func:`session_client` gives a copy of the client
-  whose tracer provider (the public ``open_telemetry`` client option) wraps the
-  application's own and marks that span with the event id, so the guard reads it there.
-  Make the runner from that copy. Inside the Sessions runner with no event id (a client
-  not made by :func:`session_client`, or an SDK whose runner changed) and no enclosing
-  block, the call is refused before anything runs (:class:`CallNotNamed`).
-- **Messages API** (``client.beta.messages.tool_runner``, sync, async or ``stream=True``,
-  or a hand-written loop). A retried turn gets new tool-use ids from the model, so the
-  host names the turn: ``with call_scope("conv-42/turn-7"):`` around each attempt of the
-  turn, the same name on every attempt. Each call is numbered per intent in the scope, so
-  a retried turn whose model reorders parallel calls or rewords an argument outside
-  ``intent=`` gets the stored results; two identical intents in one turn are two calls; a
-  later turn is another scope. The runners call the tool in the host's own context
-  (``_run_tool`` in ``anthropic/lib/tools/_beta_runner.py``: no thread, no task), so the
-  block reaches it.
+**The call id** comes from what the host names, innermost first (the runners pass a tool
+its input only): a :func:`~tool_execution_checkpoint.tool_call` block, a
+:func:`~tool_execution_checkpoint.call_scope` block, else the session event:
+
+- **Sessions tool runner** (``client.beta.sessions.events.tool_runner``): the call id is
+  ``<session id>/<event id>`` of the ``agent.custom_tool_use`` event, read off the tool
+  run's span: make the runner from :func:`session_client`'s copy of the client. A host
+  that dies after the effect, or one that attaches later, is dispatched the same event
+  and gets the stored result; two events are two calls.
+- **Messages API** (``client.beta.messages.tool_runner``, sync, async or
+  ``stream=True``, or a hand-written loop): the host names the turn,
+  ``with call_scope("conv-42/turn-7"):`` around each attempt of the turn, the same name
+  on every attempt. Each call is numbered per intent in the scope.
 
 What the host and the model see:
 
-- No call id (no block, no session event): :class:`CallNotNamed`, a ``BaseException``,
-  so that it passes the runners' ``except Exception`` and the host's turn or runner fails
-  (the Sessions runner raises it in a ``BaseExceptionGroup``). Nothing ran; nothing is
+- No call id (no block, no session event): :class:`CallNotNamed`, a ``BaseException``
+  that passes the runners' ``except Exception``, so the host's turn or runner fails (the
+  Sessions runner raises it in a ``BaseExceptionGroup``). Nothing ran; nothing is
   posted to the model.
 - A call the guard cannot answer (:class:`~tool_execution_checkpoint.CallNotAnswered`) or
   refuses (:class:`~tool_execution_checkpoint.CheckpointError`): the model gets the SDK's
   :class:`~anthropic.lib.tools.ToolError` with a fixed text that names the status or code
   and tells it not to call the tool again for the request (never an argument, a payload
   or an id). In a ``call_scope`` the model's retry is the same call again, and leaving
-  the block raises the first refusal, so the host's turn fails. In the Sessions runner a
-  retry is a new event, which the text is there to prevent; ``DispatchedToolCall.is_error``
-  shows the host the refusal.
+  the block raises the first refusal, so the host's turn fails.
 - Anything else the tool raises is the tool's own answer (stored; a replay raises
   :class:`~tool_execution_checkpoint.ToolRaisedEarlier`), except the ``not_run=`` types:
   an error raised before any effect is not stored, and the model's retry runs the tool.
@@ -57,9 +42,8 @@ What the host and the model see:
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from anthropic import AsyncAnthropic
@@ -71,6 +55,10 @@ from opentelemetry.util import types as otel_types
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, checkpointed
+from ..guard_base import GUARD_REFUSALS
+from ..guard_calls import answered
+from ..guard_calls_async import answered_async
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CallNotNamed", "checkpointed_tool", "session_client"]
@@ -245,7 +233,7 @@ _NOT_AGAIN = (
 )
 
 
-def _refused(refusal: CallNotAnswered | CheckpointError) -> BaseException:
+def _refused(refusal: Exception) -> BaseException:
     """What a refused call raises: :class:`CallNotNamed` for the guard's refusal of a call
     with no id (INVALID_ARGUMENT on ``call_id``, see ``identity.claim_identity``); else a
     ``ToolError`` whose text names the status or code, never a value."""
@@ -253,38 +241,17 @@ def _refused(refusal: CallNotAnswered | CheckpointError) -> BaseException:
         return ToolError(
             f"The tool call was not answered ({refusal.outcome.status.value}). {_NOT_AGAIN}"
         )
-    if refusal.code is ErrorCode.INVALID_ARGUMENT and refusal.field == "call_id":
+    error = cast(CheckpointError, refusal)
+    if error.code is ErrorCode.INVALID_ARGUMENT and error.field == "call_id":
         return _not_named()
-    return ToolError(f"The tool call was refused ({refusal.code.value}). {_NOT_AGAIN}")
+    return ToolError(f"The tool call was refused ({error.code.value}). {_NOT_AGAIN}")
 
 
 def _for_the_model(guarded: Callable[..., Any]) -> Callable[..., Any]:
     """``guarded`` with each refusal raised as :func:`_refused` says, outside the
     ``except``, so that its chain keeps nothing of the refusal."""
-    if inspect.iscoroutinefunction(guarded):
-        run_async = cast(Callable[..., Awaitable[Any]], guarded)
-
-        @functools.wraps(guarded)
-        async def answer_async(*args: Any, **kwargs: Any) -> Any:
-            refusal: CallNotAnswered | CheckpointError
-            try:
-                return await run_async(*args, **kwargs)
-            except (CallNotAnswered, CheckpointError) as error:
-                refusal = error
-            raise _refused(refusal)
-
-        return answer_async
-
-    @functools.wraps(guarded)
-    def answer(*args: Any, **kwargs: Any) -> Any:
-        refusal: CallNotAnswered | CheckpointError
-        try:
-            return guarded(*args, **kwargs)
-        except (CallNotAnswered, CheckpointError) as error:
-            refusal = error
-        raise _refused(refusal)
-
-    return answer
+    wrap = answered_async if inspect.iscoroutinefunction(guarded) else answered
+    return wrap(guarded, GUARD_REFUSALS, _refused)
 
 
 def checkpointed_tool(
@@ -293,12 +260,15 @@ def checkpointed_tool(
     name: str | None = None,
     namespace: str = "anthropic",
     revision: str = "1",
+    policy: CallPolicy | None = None,
     **options: Any,
 ) -> Callable[[F], F]:
     """:func:`~tool_execution_checkpoint.checkpointed` for the SDK's runners: the call id
     as the module docstring says, and refusals worded for the model. Put it under
     ``@beta_tool`` (or ``@beta_async_tool``) and give it the same ``name`` if you give
-    ``beta_tool`` one. ``options`` are checkpointed's (``intent=``, ``not_run=``, ...).
+    ``beta_tool`` one. ``policy`` (a :class:`~tool_execution_checkpoint.CallPolicy`: a
+    ``write_budget``, a ``reconcile`` hook, ...) and ``options`` are checkpointed's
+    (``intent=``, ``not_run=``, ...).
 
     The decorated tool returns what checkpointed's returns, and raises what it raises,
     except: :class:`CallNotNamed` for a call nothing names; ``ToolError`` for a
@@ -315,6 +285,7 @@ def checkpointed_tool(
             name=name or tool.__name__,
             revision=revision,
             call_id=_session_call_id,
+            policy=policy,
             **options,
         )
         return cast(F, _for_the_model(guard(tool)))

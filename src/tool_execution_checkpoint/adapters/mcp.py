@@ -8,67 +8,47 @@ One line, under the SDK's own decorator (mcp 2.x, ``MCPServer``, formerly ``Fast
     @checkpointed_tool(SQLiteStore("calls.db"))
     def send_email(to: str, body: str) -> Receipt: ...
 
+Why each choice, with the facts from the SDK and the specification: ``docs/frameworks.md``.
+
 **The call id** is an idempotency key the client sends in the request's ``_meta``, under
-:data:`IDEMPOTENCY_KEY` (``"io.github.tool-execution-checkpoint/idempotency-key"``). The
-tools/call request of MCP (revisions up to 2026-07-28, as mcp-types 2.3 models them) has no
-idempotency field of its own, and ``_meta`` is the protocol's place for what a client and
-server agree on beyond it: the key is prefixed in reverse-DNS form as the specification
-asks, under a label MCP does not reserve. The client's convention: make one key per
-logical call (a UUID), keep it with the intent before sending, and send the same key
-again on every retry of that call, after a timeout, a dropped connection, a reconnect to
-another server process, or its own restart::
+:data:`IDEMPOTENCY_KEY`: one key per logical call (a UUID), kept with the intent before
+sending and sent again on every retry of that call::
 
     key = str(uuid.uuid4())  # stored with the intent before the first send
     await client.call_tool("send_email", args, meta={IDEMPOTENCY_KEY: key})
 
-``Client.call_tool`` resends the same ``meta`` on its own input-required rounds and on
-its ``HEADER_MISMATCH`` resend, so those keep the key. The key is the client's: two
-clients that choose the same key share one call, so keys must be unguessable and unique
-(a UUID); a server with several tenants passes ``call_id=`` a function of the
-``Context`` that adds the tenant (``f"{tenant}:{idempotency_key(ctx)}"``).
-
-**The key always names the call.** The guard takes it as authoritative, so no
-``tool_call`` or ``call_scope`` of the server process can replace it: such a block is
-never the client's call (the SDK's in-memory transport runs the server's handler in the
-caller's task, ``mcp/shared/direct_dispatcher.py``, and a sync tool's worker thread copies
-that context, ``mcp/server/mcpserver/utilities/func_metadata.py``), and letting it win
-would merge the calls of distinct keys. A guarded function the tool itself calls is
-numbered within the key's call.
-
-**A call without a key** is refused before the tool runs: ``MCPError`` INVALID_PARAMS
-naming the ``_meta`` key. A guarded tool is one whose effect must not happen twice, and a
-client that forgot the key would otherwise never learn it was unprotected.
-``require_key=False`` runs such a call unguarded instead (no record, no replay).
+Two clients that choose the same key share one call; a server with several tenants
+passes ``call_id=`` a function of the ``Context`` that adds the tenant
+(``f"{tenant}:{idempotency_key(ctx)}"``). The key always names the call: the guard takes
+it as authoritative, so no ``tool_call`` or ``call_scope`` of the server process replaces
+it; a guarded function the tool itself calls is numbered within the key's call. A call
+without a key is refused before the tool runs (``MCPError`` INVALID_PARAMS naming the
+``_meta`` key); ``require_key=False`` runs it unguarded instead (no record, no replay).
 
 **The fingerprint** is of the tool's arguments as the SDK validated them, without the
-``Context`` parameter (the SDK fills it per request: another request id, session and
-transport on every retry) and without the names in ``exclude``; with ``intent=``, of
-only the arguments named there (those that identify the effect: a retry whose model
-reworded ``body`` is the same call). A tool with no ``Context`` parameter gets one
-(keyword-only, :data:`CONTEXT_PARAMETER`) that the SDK fills and leaves out of the
-tool's input schema; the tool itself is called without it.
+``Context`` parameter and the names in ``exclude``; with ``intent=``, of only the
+arguments named there. A tool with no ``Context`` parameter gets one (keyword-only,
+:data:`CONTEXT_PARAMETER`) that the SDK fills and leaves out of the tool's input schema;
+the tool itself is called without it.
 
-**What the client gets.** The first call: what the tool returned, converted by the SDK
-as usual. A retry with the same key: the stored result, rebuilt to the return
-annotation's type (:func:`~tool_execution_checkpoint.result_codec`) and converted the
-same way; the tool does not run. A tool that raised: the SDK's ``isError`` result, and on
-a retry ``isError`` again, naming the exception's type (its message is not stored). A
-tool that raised one of ``not_run`` (it stopped before any effect: a transient upstream
-error, an approval asked first) reaches the client as the SDK reports it, nothing is
-stored, and the next call with the same key runs the tool. Inside the tool,
-``current_idempotency_key()`` is the same on every call with one key and differs
-between keys: pass it to the external API with the effect.
+**What the client gets.** The first call: what the tool returned, converted by the SDK as
+usual. A retry with the same key: the stored result, rebuilt to the return annotation's
+type (:func:`~tool_execution_checkpoint.result_codec`) and converted the same way; the
+tool does not run. A tool that raised: the SDK's ``isError`` result, and on a retry
+``isError`` again, naming the exception's type (its message is not stored). A tool that
+raised one of ``not_run`` (it stopped before any effect) reaches the client as the SDK
+reports it, nothing is stored, and the next call with the same key runs the tool. Inside
+the tool, ``current_idempotency_key()`` is the same on every call with one key and
+differs between keys: pass it to the external API with the effect.
 
-**Refusals** are ``MCPError``, never an ``isError`` result a model would answer with a
-new call under a new key. No message or ``data`` holds an argument, a result or the key.
+**Refusals** are ``MCPError``; no message or ``data`` holds an argument, a result or the
+key:
 
 - the key was used before with other arguments (those in ``intent``) or for another
   tool: INVALID_PARAMS, ``{"code": "BINDING_CONFLICT", "retrySameKey": false}``; the
   earlier call stands, and a new call needs a new key;
 - in flight (another attempt holds the claim: still running, or its worker died):
-  INTERNAL_ERROR, ``{"status": "in-flight", "retrySameKey": true}``; nothing expires a
-  claim, so a client stops resending after the tool's longest run, and an operator
-  settles a call still in flight then;
+  INTERNAL_ERROR, ``{"status": "in-flight", "retrySameKey": true}``;
 - its outcome is unknown: INTERNAL_ERROR, ``{"status": "needs-reconciliation",
   "retrySameKey": false}``; only an operator settles it (``tool-checkpoint reconcile``);
 - answered before and its result since pruned: INTERNAL_ERROR, ``{"status":
@@ -76,23 +56,20 @@ new call under a new key. No message or ``data`` holds an argument, a result or 
 - the store failed: INTERNAL_ERROR, ``{"status": "store-unavailable", "retrySameKey":
   true}``.
 
-**Control flow.** An ``MCPError`` raised by the tool (``UrlElicitationRequiredError``
-and the like) is the protocol's, not a result: it passes through (``pass_through``) after
-the execution is marked uncertain, as the guard cannot know what the tool did before it;
-a retry with the same key is then refused (needs reconciliation). One the tool raises
-before any effect belongs in ``not_run`` (checked first), which releases the claim
-instead. A tool that must ask the client something first should ask through
-``Resolve(...)`` parameters, which the SDK resolves before it calls the tool, so the
-guarded body runs once, in the round that has every answer. A body that returns an
-``InputRequiredResult`` is refused when decorating when its annotation says so; one that
-returns it anyway has it refused as a result (the record is marked uncertain).
+**Control flow.** An ``MCPError`` the tool raises passes through (``pass_through``) after
+the execution is marked uncertain; a retry with the same key is then refused (needs
+reconciliation). One the tool raises before any effect belongs in ``not_run`` (checked
+first), which releases the claim instead. A body annotated to return an
+``InputRequiredResult`` is refused when decorating; one that returns it anyway has it
+refused as a result (the record is marked uncertain): ask through ``Resolve(...)``
+parameters instead.
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from typing import Any, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import Context
@@ -112,10 +89,13 @@ from ..guard import (
     ToolRaisedEarlier,
     refuse_generator,
 )
-from ..runner import DEFAULT_NOT_RUN
+from ..guard_base import framework_policy
+from ..runner import DEFAULT_NOT_RUN, CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 from ..table import TABLE
 from ..validation import JSONValue
+from .mcp_calls import guarded_tool
+from .mcp_calls_async import guarded_tool_async
 
 __all__ = ["CONTEXT_PARAMETER", "IDEMPOTENCY_KEY", "checkpointed_tool", "idempotency_key"]
 
@@ -222,38 +202,6 @@ def _answer(error: Exception) -> Exception:
     return error
 
 
-_NOT_ANSWERED = (CallNotAnswered, ToolRaisedEarlier, CheckpointError)
-"""The guard's errors that :func:`_answer` turns into what the client is told."""
-
-
-def _answered(
-    guard: ToolGuard, identity: str, arguments: dict[str, Any], tool: Callable[[], Any]
-) -> Any:
-    """``guard.call`` with the client's key as the authoritative id, so no block of the
-    server process replaces it; its errors turned into the client's answer, raised
-    outside the ``except``: no ``__context__`` keeps the guard's error, whose outcome
-    holds the record (the key among it, and for some statuses the payload)."""
-    try:
-        return guard.call(identity, arguments, tool, authoritative=True)
-    except _NOT_ANSWERED as error:
-        answer = _answer(error)
-    raise answer
-
-
-async def _answered_async(
-    guard: ToolGuard,
-    identity: str,
-    arguments: dict[str, Any],
-    tool: Callable[[], Awaitable[Any]],
-) -> Any:
-    """The asyncio twin of :func:`_answered`."""
-    try:
-        return await guard.call_async(identity, arguments, tool, authoritative=True)
-    except _NOT_ANSWERED as error:
-        answer = _answer(error)
-    raise answer
-
-
 def _returns_input_required(annotation: object) -> bool:
     if annotation is InputRequiredResult:
         return True
@@ -275,6 +223,7 @@ def checkpointed_tool(
     wait_seconds: float = 0.0,
     poll_seconds: float = 0.1,
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes,
+    policy: CallPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Guard an MCP server tool so it runs at most once per idempotency key; put it under
     ``@server.tool()`` (see the module docstring).
@@ -299,14 +248,19 @@ def checkpointed_tool(
         wait_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         poll_seconds: See :class:`~tool_execution_checkpoint.ToolGuard`.
         max_payload_bytes: See :class:`~tool_execution_checkpoint.ToolGuard`.
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), or None; ``not_run`` and the three
+            above are its fields (see :class:`~tool_execution_checkpoint.ToolGuard`).
+            ``MCPError`` is added to its ``pass_through``.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT, when decorating: an ``exclude`` or ``intent``
             name that is not a parameter, an ``intent`` name left out of the fingerprint
             (the ``Context``, an ``exclude`` name), an empty ``intent``, an async store
             with a sync tool, a tool annotated to return an
-            ``InputRequiredResult``, or a tool that has a parameter named
-            :data:`CONTEXT_PARAMETER` that is not its ``Context``.
+            ``InputRequiredResult``, a tool that has a parameter named
+            :data:`CONTEXT_PARAMETER` that is not its ``Context``, or options
+            :class:`~tool_execution_checkpoint.ToolGuard` refuses.
     """
 
     def decorate(tool: Callable[P, R]) -> Callable[P, R]:
@@ -346,12 +300,15 @@ def checkpointed_tool(
             codec=_FinalResults(
                 codec or result_codec(typing.get_type_hints(tool).get("return", Any))
             ),
-            pass_through=(MCPError,),
-            not_run=not_run,
-            wait_seconds=wait_seconds,
-            poll_seconds=poll_seconds,
-            max_payload_bytes=max_payload_bytes,
             intent=chosen,
+            policy=framework_policy(
+                policy,
+                control_flow=(MCPError,),
+                not_run=not_run,
+                wait_seconds=wait_seconds,
+                poll_seconds=poll_seconds,
+                max_payload_bytes=max_payload_bytes,
+            ),
         )
         left_out = {context_name, *exclude}
 
@@ -371,26 +328,8 @@ def checkpointed_tool(
             }
             return identity, arguments, kwargs
 
-        if is_async:
-            run_async = cast(Callable[..., Any], tool)
-
-            async def guarded_async(**kwargs: Any) -> Any:
-                identity, arguments, call = prepare(kwargs)
-                if identity is None:
-                    return await run_async(**call)
-                return await _answered_async(guard, identity, arguments, lambda: run_async(**call))
-
-            wrapper: Callable[..., Any] = guarded_async
-        else:
-            run = cast(Callable[..., Any], tool)
-
-            def guarded(**kwargs: Any) -> Any:
-                identity, arguments, call = prepare(kwargs)
-                if identity is None:
-                    return run(**call)
-                return _answered(guard, identity, arguments, lambda: run(**call))
-
-            wrapper = guarded
+        make = guarded_tool_async if is_async else guarded_tool
+        wrapper = make(guard, tool, prepare, _answer)
         _present_as(wrapper, tool, signature, add_context=added)
         wrapper.__checkpoint_guard__ = guard  # type: ignore[attr-defined]
         return cast(Callable[P, R], wrapper)

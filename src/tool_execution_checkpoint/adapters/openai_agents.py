@@ -6,87 +6,47 @@
     @checkpointed_tool(store)
     def send_email(to: str) -> Receipt: ...
 
-**The scope is the model's tool call id** (``ToolContext.tool_call_id``), unless an
+Why each choice, with the facts from ``openai-agents`` 0.24.0: ``docs/frameworks.md``.
+
+**The call id** is the model's tool call id (``ToolContext.tool_call_id``), unless an
 enclosing :func:`~tool_execution_checkpoint.call_scope` or
-:func:`~tool_execution_checkpoint.tool_call` names the call (:mod:`~..identity`). Facts
-from ``openai-agents`` 0.24.0, and what each of its failure paths does to that id:
+:func:`~tool_execution_checkpoint.tool_call` names the call (:mod:`~..identity`). A
+``RunState`` resume runs the stored response's calls under the same ids and is handed
+their stored results. A run started again from the conversation (a ``Session``, a
+server-managed conversation, the input list) asks the model again and gets new ids:
+wrap the turn in ``with call_scope("conv-42/turn-7"):``, a name the host keeps for the
+turn, and read a ``Runner.run_streamed`` stream inside it. A call under the SDK's
+placeholder item id (``FAKE_RESPONSES_ID``, from providers that assign no item id), or
+called outside a run, is named only by an enclosing ``tool_call`` or ``call_scope``; with
+none it is refused (CheckpointError INVALID_ARGUMENT) before anything runs.
 
-- A function tool runs as ``on_invoke_tool(ctx, input)`` with ``ctx`` a ``ToolContext``
-  whose ``tool_call_id`` is the ``call_id`` of the model's ``ResponseFunctionToolCall``
-  and whose ``tool_call`` is that item (``agents/tool.py``, ``agents/tool_context.py``,
-  ``agents/run_internal/tool_execution.py``).
-- **A ``RunState`` resume** (``result.to_state()``, ``to_string``/``from_string``, then
-  ``Runner.run(agent, state)`` or ``Runner.run_streamed``) runs the calls of the stored
-  model response: the same ids (``agents/run_state.py``). A host that died after the
-  tool ran and resumes from the state it saved before (an approval pause) is handed the
-  stored result; the tool does not run again. Parallel calls keep their ids in any order.
-- **A run started again from the conversation** (a ``Session`` such as ``SQLiteSession``,
-  a server-managed ``conversation_id``/``previous_response_id``, or the input list) asks
-  the model again, and the model gives new ids. A ``Session`` stores the run's input
-  when the run starts and the turn's items after the turn
-  (``agents/run_internal/session_persistence.py``): a host killed after the tool's effect
-  and before that has a session without the call, and its next run is a new call that
-  runs the tool again. **The adapter cannot match it: wrap the turn in**
-  ``with call_scope("conv-42/turn-7"):``, a name the host keeps for the turn (its inbound
-  message id, say). Inside it the call is the turn, the intent and its occurrence, so the
-  re-asked model's call of the same intent is the same call; ``intent=`` keeps a reworded
-  argument out of the intent. With ``Runner.run_streamed``, read the stream inside it.
-- **Ids that repeat.** In one run the SDK itself drops a call whose id and arguments
-  repeat a completed call's, and fails the run (``ModelBehaviorError``) for other
-  arguments (``agents/run_internal/tool_planning.py``): the tool is not invoked. Across
-  runs nothing checks: a model behind the Chat Completions, LiteLLM or any-llm path may
-  give ``call_0`` in every response. Such a call carries the SDK's placeholder item id
-  ``FAKE_RESPONSES_ID`` ("providers that assign no item ID",
-  ``agents/run_internal/session_persistence.py``; set in ``agents/models/
-  chatcmpl_converter.py``, ``chatcmpl_stream_handler.py``, ``agents/extensions/models/
-  litellm_model.py``, ``any_llm_model.py``): its id names no call for sure, so
-  outside a ``call_scope`` or ``tool_call`` it is refused (CheckpointError
-  INVALID_ARGUMENT) before anything runs. A Responses-API server that repeats ids is not
-  detected: use ``call_scope`` there too.
+**The context.** A tool whose first parameter is annotated ``RunContextWrapper`` or
+``ToolContext`` gets it as before, left out of the fingerprint; a tool without one is
+given a wrapper whose first parameter is a ``ToolContext`` the SDK fills in and the
+model never sees.
 
-The SDK passes the context only to a function whose first parameter is annotated
-``RunContextWrapper`` or ``ToolContext`` (``agents/function_schema.py``). A tool with such
-a parameter gets it as before, left out of the fingerprint; a tool without one is given
-a wrapper whose first parameter is a ``ToolContext`` the SDK fills in and the model
-never sees (the SDK leaves it out of the JSON schema). Called outside a run, the call is
-named by an enclosing ``tool_call`` or ``call_scope``; with none it is refused
-(CheckpointError INVALID_ARGUMENT) before anything runs.
-
-**A refusal never becomes a rerun.** The SDK turns any ``Exception`` of a tool into text
-for the model through the tool's ``failure_error_function``, by default "An error
-occurred while running the tool. Please try again." (``default_tool_error_function``,
-``agents/tool.py``), which invites a retry under a new id: a new call that runs the tool.
-So in a run the adapter does not raise a refusal
+**Refusals.** In a run (a ``ToolContext`` passed) a refusal
 (:class:`~tool_execution_checkpoint.CallNotAnswered`, a ``CheckpointError`` such as
-BINDING_CONFLICT): it returns :func:`refusal_text` as the tool's output, whatever
-``failure_error_function`` is, and logs a WARNING (no id, argument or payload). In a
-``call_scope`` the model's retry anyway is the same call, refused again, and leaving the
-block raises the refusal to the host. Outside one, a model that retries despite the
-text makes a new call: the guarantee needs ``call_scope``. (A tool declared with
-``output_type`` or programmatic callers fails the SDK's output check on that text, which
-the SDK then words as an error: use ``call_scope``.)
+BINDING_CONFLICT) is not raised: the tool's output is :func:`refusal_text`, whatever
+``failure_error_function`` is, and a WARNING is logged (no id, argument or payload). In a
+``call_scope`` the model's retry is the same call, refused again, and leaving the block
+raises the refusal to the host; outside one, a model that retries despite the text makes
+a new call, so the guarantee needs ``call_scope``.
 
-A tool's own exception is stored as its type and re-raised, and a replay raises
-:class:`~tool_execution_checkpoint.ToolRaisedEarlier`: the SDK words either for the model
-(``failure_error_function=checkpoint_error_text`` says it was not run again), or with
-``failure_error_function=None`` fails the run with its ``UserError`` whose ``__cause__``
-is the exception (``agents/run_internal/tool_execution.py``).
-One raised before any effect (a timeout of a read, say) belongs in ``not_run=``: never
-stored, the next call of the id runs the tool. A ``timeout`` on the tool cancels it: the
-execution is marked uncertain (nothing runs it again; an operator settles it).
-
-Sync tools run in a worker thread (``asyncio.to_thread``, which copies the context, so
-an enclosing ``call_scope`` holds there), so a sync tool needs a sync store; an async
-tool takes a sync or an async store.
+**Errors.** A tool's own exception is stored as its type and re-raised; a replay raises
+:class:`~tool_execution_checkpoint.ToolRaisedEarlier` (worded for the model by
+``failure_error_function=checkpoint_error_text``). One raised before any effect (a
+read's timeout) belongs in ``not_run=``: never stored, the next call of the id runs the
+tool. A ``timeout`` on the tool cancels it: the execution is marked uncertain (an
+operator settles it). A sync tool needs a sync store; an async tool takes either.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import typing
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
@@ -97,8 +57,11 @@ from agents.tool_context import ToolContext
 
 from ..errors import CheckpointError, ErrorCode
 from ..guard import CallNotAnswered, ToolRaisedEarlier, checkpointed
-from ..runner import DEFAULT_NOT_RUN
+from ..guard_base import GUARD_REFUSALS
+from ..runner import DEFAULT_NOT_RUN, CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
+from .openai_agents_calls import in_run
+from .openai_agents_calls_async import in_run_async
 
 __all__ = ["checkpoint_error_text", "checkpointed_tool", "refusal_text"]
 
@@ -113,8 +76,6 @@ _CALLER_CONTEXT: ContextVar[object] = ContextVar(
     "tool_execution_checkpoint.openai_agents.context", default=None
 )
 """The context the SDK passed to the tool, read while the guard names the call."""
-
-_REFUSALS = (CallNotAnswered, CheckpointError)
 
 
 def _takes_context(tool: Callable[..., Any]) -> str | None:
@@ -178,6 +139,7 @@ def checkpointed_tool(
     intent: Collection[str] | None = None,
     not_run: tuple[type[BaseException], ...] = DEFAULT_NOT_RUN,
     exclude: Collection[str] = (),
+    policy: CallPolicy | None = None,
     **options: Any,
 ) -> Callable[[Callable[..., R]], Callable[..., R | str]]:
     """:func:`~tool_execution_checkpoint.checkpointed` with the call named as the module
@@ -193,6 +155,8 @@ def checkpointed_tool(
         not_run: Exceptions the tool raises before any effect (default ``ToolDidNotRun``):
             never stored, the claim released.
         exclude: Parameters left out of the fingerprint (the context parameter always is).
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), as checkpointed takes it.
         options: The rest of checkpointed's options (``codec``, ``pass_through``, ...).
 
     The function it returns takes the SDK's context first: the tool's own context
@@ -217,6 +181,7 @@ def checkpointed_tool(
             intent=intent,
             not_run=not_run,
             exclude=left_out,
+            policy=policy,
             **options,
         )(tool)
         return cast(Callable[..., R | str], _in_run(tool, guarded, parameter))
@@ -234,39 +199,8 @@ def _in_run(tool: Callable[..., Any], guarded: Callable[..., Any], parameter: st
             return (args[0] if args else None), args[1:]
         return (args[0] if args else kwargs.get(parameter)), args
 
-    if inspect.iscoroutinefunction(tool):
-        run_async = cast(Callable[..., Awaitable[Any]], guarded)
-
-        @functools.wraps(tool)
-        async def wrapper_async(*args: Any, **kwargs: Any) -> Any:
-            context, rest = split(args, kwargs)
-            token = _CALLER_CONTEXT.set(context)
-            try:
-                return await run_async(*rest, **kwargs)
-            except _REFUSALS as refusal:
-                if not isinstance(context, ToolContext):
-                    raise
-                return _answer(refusal, context)
-            finally:
-                _CALLER_CONTEXT.reset(token)
-
-        wrapper: Callable[..., Any] = wrapper_async
-    else:
-
-        @functools.wraps(tool)
-        def wrapper_sync(*args: Any, **kwargs: Any) -> Any:
-            context, rest = split(args, kwargs)
-            token = _CALLER_CONTEXT.set(context)
-            try:
-                return guarded(*rest, **kwargs)
-            except _REFUSALS as refusal:
-                if not isinstance(context, ToolContext):
-                    raise
-                return _answer(refusal, context)
-            finally:
-                _CALLER_CONTEXT.reset(token)
-
-        wrapper = wrapper_sync
+    make = in_run_async if inspect.iscoroutinefunction(tool) else in_run
+    wrapper = make(tool, guarded, split, _CALLER_CONTEXT, _answer)
     wrapper.__checkpoint_guard__ = guarded.__checkpoint_guard__  # type: ignore[attr-defined]
     if parameter is None:
         signature = inspect.signature(tool)
@@ -284,7 +218,7 @@ def checkpoint_error_text(ctx: RunContextWrapper[Any], error: Exception) -> str:
     """A ``failure_error_function`` for a guarded tool: for an error stored earlier, that
     it was not run again; for a refusal, :func:`refusal_text`; the SDK's default text
     otherwise."""
-    if isinstance(error, _REFUSALS):
+    if isinstance(error, GUARD_REFUSALS):
         return refusal_text(error)
     if isinstance(error, ToolRaisedEarlier):
         return f"{error}. It was not run again."

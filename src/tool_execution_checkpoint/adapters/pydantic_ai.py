@@ -12,38 +12,15 @@
 in a :class:`CheckpointedToolset`, whose ``call_tool`` runs the guarded tools through a
 :class:`~tool_execution_checkpoint.ToolGuard`; a tool outside ``tools=`` runs as if the
 capability were absent. A toolset can be guarded alone:
-``Agent(model, toolsets=[CheckpointedToolset(toolset, store=store)])``.
+``Agent(model, toolsets=[CheckpointedToolset(toolset, store=store)])``. Why each choice,
+with the facts from ``pydantic-ai-slim`` 2.68.0: ``docs/frameworks.md``.
 
-**Scope: the model response that made the call.** :func:`default_call_id` is
-``<conversation id>/<response timestamp>/<tool call id>``. Facts from ``pydantic-ai-slim``
-2.68.0: ``RunContext.messages`` is the run's whole history, the stored part included
-(``_agent_graph.py``, ``build_run_context``); ``RunContext.conversation_id`` is the
-run's ``conversation_id`` argument or the latest one on ``message_history``
-(``_run_context.py``); a ``ModelResponse`` keeps the ``timestamp`` it was received at,
-in the history and in ``all_messages_json()`` (``messages.py``); a batch whose function
-calls share a ``tool_call_id`` is refused before any runs (``_tool_execution.py``). So the
-id tells apart two responses of one conversation even when the model numbers its calls
-``call_0`` in every response, and it is the same when the response's calls run again:
-
-- a resume from the stored messages (``all_messages_json()`` /
-  ``ModelMessagesTypeAdapter``, a snapshot taken while iterating with ``agent.iter``)
-  ending in the response, after the host died with the calls run but their results not
-  stored: the calls run again under the same ids and find the checkpoints;
-- a resume with ``deferred_tool_results`` after an approval or a deferral (``run`` and
-  ``run_stream`` alike).
-
-The response's position in the history is not used: a history processor moves it
-(``ProcessHistory`` rewrites ``ctx.messages``, ``capabilities/process_history.py``), and
-so does compaction (``conversation_store.py``). What does not
-survive: a turn run again from its start asks the model again, and its new response is a
-new call (wrap the turn and its re-run in :func:`~tool_execution_checkpoint.call_scope`
-named for the turn; not a resume from stored messages, whose calls would be numbered
-again from the middle of the turn); a call pydantic-ai closed with a synthesized
-``'interrupted'`` return (a run that raised, resumed from ``capture_run_messages``) is not
-run again by pydantic-ai, and the model's new call is a new call. A call
-:func:`default_call_id` cannot place (no conversation or tool call id, the call in no
-response of ``ctx.messages``, two responses holding it with one timestamp, say from a
-model that stamps its responses itself) is refused: pass ``call_id=``.
+**The call id** is :func:`default_call_id`, ``<conversation id>/<response timestamp>/<tool
+call id>``: the model response that made the call, the same when a resume from the stored
+messages or with ``deferred_tool_results`` runs its calls again. A turn run again from
+its start asks the model again, and its new response is a new call: wrap the turn and its
+re-run in :func:`~tool_execution_checkpoint.call_scope` named for the turn. An enclosing
+``tool_call`` or ``call_scope`` wins over ``call_id``.
 
 **Intent.** The fingerprint is :func:`~tool_execution_checkpoint.fingerprint.
 arguments_fingerprint` of the validated arguments (a ``SecretStr`` by the digest of its
@@ -58,13 +35,11 @@ execution is marked uncertain and they pass through; the model's next call is a 
 call. Any other exception of the tool is stored as its type and re-raised; a replay
 raises :class:`~tool_execution_checkpoint.ToolRaisedEarlier`.
 
-**Refusals end the run.** pydantic-ai ends the run with any tool exception other than
-``ModelRetry`` and ``ToolFailed`` that no capability's ``on_tool_execute_error``
-recovers (``tool_manager.py``), so :class:`~tool_execution_checkpoint.
-CallNotAnswered` and :class:`~tool_execution_checkpoint.CheckpointError` (a
-BINDING_CONFLICT, say) reach the host. When a capability's ``on_tool_execute_error``
-turns one into a tool result, :class:`Checkpointed` raises it before the next model
-request and at the end of the run, so the model is never asked to retry it.
+**Refusals end the run.** :class:`~tool_execution_checkpoint.CallNotAnswered` and
+:class:`~tool_execution_checkpoint.CheckpointError` (a BINDING_CONFLICT, say) reach the
+host; when a capability's ``on_tool_execute_error`` turns one into a tool result,
+:class:`Checkpointed` raises it before the next model request and at the end of the
+run, so the model is never asked to retry it.
 
 **Results.** A function tool's result is stored by :func:`~tool_execution_checkpoint.
 result_codec` of its return annotation, so a replay hands pydantic-ai the type the
@@ -96,7 +71,9 @@ from pydantic_ai.toolsets.function import FunctionToolsetTool
 
 from ..codecs import ResultCodec, result_codec
 from ..errors import CheckpointError, ErrorCode
-from ..guard import CallNotAnswered, ToolGuard
+from ..guard import ToolGuard
+from ..guard_base import GUARD_REFUSALS, framework_policy
+from ..runner import CallPolicy
 from ..stores.core import AsyncCheckpointStore, CheckpointStore
 
 __all__ = ["CONTROL_FLOW", "NOT_RUN", "Checkpointed", "CheckpointedToolset", "default_call_id"]
@@ -227,6 +204,12 @@ class CheckpointedToolset(WrapperToolset[Any]):
             never stored, the next run of the call runs the tool. Added to :data:`NOT_RUN`.
         options: More :class:`~tool_execution_checkpoint.ToolGuard` fields
             (``wait_seconds``, ``poll_seconds``, ``max_payload_bytes``).
+        policy: The call options as one :class:`~tool_execution_checkpoint.CallPolicy`
+            (``write_budget``, ``reconcile``, ...), or None; ``options`` are its fields
+            (see :class:`~tool_execution_checkpoint.ToolGuard`). :data:`CONTROL_FLOW` is
+            added to its ``pass_through``, and :data:`NOT_RUN` with ``not_run`` to its
+            ``not_run`` (with no policy, those two alone are the tool's not-run
+            exceptions).
         refusals: Where :class:`Checkpointed` collects the run's refusals (None alone).
 
     Raises:
@@ -244,6 +227,7 @@ class CheckpointedToolset(WrapperToolset[Any]):
     intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict, kw_only=True)
     not_run: tuple[type[BaseException], ...] = dataclasses.field(default=(), kw_only=True)
     options: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    policy: CallPolicy | None = dataclasses.field(default=None, kw_only=True)
     refusals: _Refusals | None = dataclasses.field(default=None, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
@@ -266,7 +250,7 @@ class CheckpointedToolset(WrapperToolset[Any]):
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         try:
             return await self._guarded_call(own_name, name, tool_args, ctx, tool)
-        except (CallNotAnswered, CheckpointError) as refusal:
+        except GUARD_REFUSALS as refusal:
             if self.refusals is not None:
                 self.refusals.errors.append(refusal)
             raise
@@ -288,16 +272,20 @@ class CheckpointedToolset(WrapperToolset[Any]):
                     f"names {len(intent - set(parameters))} argument(s) the tool does not take",
                     field="intent",
                 )
+        not_run = (*NOT_RUN, *self.not_run)
+        policy = framework_policy(
+            self.policy, control_flow=CONTROL_FLOW, before_effect=not_run, **self.options
+        )
+        if self.policy is None:  # NOT_RUN and not_run alone, as without a policy before
+            policy = dataclasses.replace(policy, not_run=not_run)
         guard = ToolGuard(
             self.store,
             tool_name=own_name,
             namespace=self.namespace,
             revision=self.revision,
             codec=_codec(self.wrapped, name, tool),
-            pass_through=CONTROL_FLOW,
-            not_run=(*NOT_RUN, *self.not_run),
             intent=intent,
-            **self.options,
+            policy=policy,
         )
         return await guard.call_async(
             self.call_id(ctx),
@@ -322,6 +310,7 @@ class Checkpointed(AbstractCapability[Any]):
     intent: Mapping[str, Collection[str]] = dataclasses.field(default_factory=dict)
     not_run: tuple[type[BaseException], ...] = ()
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    policy: CallPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.tools is not None:
@@ -345,6 +334,7 @@ class Checkpointed(AbstractCapability[Any]):
                 intent=self.intent,
                 not_run=self.not_run,
                 options=self.options,
+                policy=self.policy,
                 refusals=self._refusals,
             )
 

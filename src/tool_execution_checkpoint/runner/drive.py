@@ -1,5 +1,6 @@
-# Generated from src/tool_execution_checkpoint/runner/drive_async.py by tools/async_to_sync.py: do not edit.
-# Edit src/tool_execution_checkpoint/runner/drive_async.py and run `python tools/async_to_sync.py` (make lint checks it).
+# Generated from src/tool_execution_checkpoint/runner/drive_async.py
+# by tools/async_to_sync.py: do not edit. Edit that module and run
+# `python tools/async_to_sync.py` (make lint checks it).
 """A driver of the host protocol: :func:`run_once` answers the machine's requests on a
 real store, with the host's tool, delivery and reconcile hook."""
 
