@@ -144,9 +144,7 @@ class AsyncMemoryStore(ThreadedStore[MemoryStore]):
     ``clock_us``, ``written_us`` and ``list_records``, whose every operation runs on the
     store's own worker thread, one at a time (see
     :class:`~tool_execution_checkpoint.stores.threaded.ThreadedStore`). After
-    :meth:`aclose`, operations raise
-    :class:`~tool_execution_checkpoint.stores.StoreNotAppliedError`; the records stay
-    readable through :attr:`store`."""
+    :meth:`aclose` the records stay readable, as a closed MemoryStore's do."""
 
     thread_name_prefix = "tec-memory"
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Generic, ParamSpec, Self, TypeVar
 
 from ..records import Checkpoint
 from ..table import Status
-from .core import BrokenRecord, ClosableStore, RecordSummary, StoreNotAppliedError
+from .core import BrokenRecord, ClosableStore, RecordSummary
 
 __all__ = ["ThreadedStore"]
 
@@ -35,9 +35,10 @@ class ThreadedStore(Generic[StoreT]):
     they were called, so the event loop never waits on the store's locks or I/O.
 
     :meth:`aclose` closes the store on that thread once the operations already started
-    are done, and is idempotent; an operation called after it raises the error
-    :meth:`_closed_error` makes (a
-    :class:`~tool_execution_checkpoint.stores.StoreNotAppliedError`), and nothing runs.
+    are done, and is idempotent. An operation called after it calls the closed store on
+    the calling thread, and answers or raises as the closed store does: a closed
+    :class:`~.sqlite.SQLiteStore` raises its closed error without I/O, a closed
+    :class:`~.memory.MemoryStore` still answers.
 
     Cancelling a task that awaits an operation does not stop an operation that started:
     it runs to the end on the worker thread (one still waiting for the thread may run or
@@ -72,19 +73,16 @@ class ThreadedStore(Generic[StoreT]):
         not wait for it."""
         return cls._wrapping(await asyncio.to_thread(opener))
 
-    def _closed_error(self) -> StoreNotAppliedError:
-        """The error an operation raises once the bridge is closed."""
-        return StoreNotAppliedError(f"the {type(self).__name__} is closed")
-
     async def _run(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        if self._closed:
-            raise self._closed_error()
         call = functools.partial(method, *args, **kwargs)
-        try:
-            future = asyncio.get_running_loop().run_in_executor(self._executor, call)
-        except RuntimeError:  # the executor was shut down meanwhile
-            raise self._closed_error() from None
-        return await future
+        if not self._closed:
+            try:
+                future = asyncio.get_running_loop().run_in_executor(self._executor, call)
+            except RuntimeError:  # the executor was shut down meanwhile
+                pass
+            else:
+                return await future
+        return call()  # the store is closed: it answers as a closed store does
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`CheckpointStore.create_if_absent`."""

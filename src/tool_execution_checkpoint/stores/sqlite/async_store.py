@@ -7,7 +7,6 @@ import os
 from typing import Self
 
 from ..threaded import ThreadedStore
-from .errors import SQLiteNotAppliedError
 from .store import SQLiteStore
 
 __all__ = ["AsyncSQLiteStore"]
@@ -22,7 +21,8 @@ class AsyncSQLiteStore(ThreadedStore[SQLiteStore]):
     loop never waits on SQLite's locks or fsyncs; no dependency beyond the standard
     library. The constructor opens the file on the calling thread (it may wait up to
     ``busy_timeout``); ``await AsyncSQLiteStore.open(path)`` opens it on a thread instead.
-    After :meth:`aclose`, operations raise :class:`SQLiteNotAppliedError`.
+    After :meth:`aclose`, operations raise :class:`SQLiteNotAppliedError`, as the closed
+    :class:`SQLiteStore` does.
 
     Cancelling a task that awaits a write does not stop a write that started: it runs to
     the end on the worker thread (one still waiting for the thread may run or not), and
@@ -45,9 +45,6 @@ class AsyncSQLiteStore(ThreadedStore[SQLiteStore]):
     def from_url(cls, url: str, *, busy_timeout: float | None = None, create: bool = True) -> Self:
         """See :meth:`SQLiteStore.from_url`."""
         return cls._wrapping(SQLiteStore.from_url(url, busy_timeout=busy_timeout, create=create))
-
-    def _closed_error(self) -> SQLiteNotAppliedError:
-        return SQLiteNotAppliedError(f"the store on {self.store.path} is closed")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.store.path)!r})"
