@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 from tool_execution_checkpoint import SQLiteStore
 from tool_execution_checkpoint.stores.postgres import PostgresStore
 from tool_execution_checkpoint.stores.redis import SCRIPTS
-from tool_execution_checkpoint.stores.sqlite import _INSERT, _SELECT, _UPDATE
+from tool_execution_checkpoint.stores.sqlite.sql import INSERT, SELECT, UPDATE
 from tool_execution_checkpoint.table import Status
 
 __all__ = [
@@ -124,18 +124,18 @@ class RawSQLite:
         )
 
     def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        return self._write(_INSERT, (key, *self._columns(record, text, updated_us)))
+        return self._write(INSERT, (key, *self._columns(record, text, updated_us)))
 
     def select(self, key: str) -> dict[str, Any] | None:
         with self.lock:
-            row = self.db.execute(_SELECT, (key,)).fetchone()
+            row = self.db.execute(SELECT, (key,)).fetchone()
         return None if row is None else _loaded(row[0])
 
     def update(
         self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
     ) -> bool:
         columns = self._columns(record, text, updated_us)
-        return self._write(_UPDATE, (*columns, key, expected))
+        return self._write(UPDATE, (*columns, key, expected))
 
     def close(self) -> None:
         self.db.close()

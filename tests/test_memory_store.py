@@ -1,10 +1,31 @@
-"""MemoryStore passes the whole conformance suite: plain checks, harness, threads, and
-the garbage checks (a test writes its text table directly)."""
+"""MemoryStore and AsyncMemoryStore pass the whole conformance suite: plain checks,
+harness, threads, and the garbage checks (a test writes its text table directly); and
+the async store's own surface, the thread bridge it is built on."""
 
 from __future__ import annotations
 
-from tool_execution_checkpoint.stores.memory import MemoryStore
-from tool_execution_checkpoint.testing import OperableStoreConformance
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tool_execution_checkpoint import (
+    AsyncCheckpointStore,
+    Binding,
+    Checkpoint,
+    Status,
+    checkpoint_key,
+    create_checkpoint,
+)
+from tool_execution_checkpoint.stores import OperableCheckpointStore
+from tool_execution_checkpoint.stores.memory import AsyncMemoryStore, MemoryStore
+from tool_execution_checkpoint.stores.threaded import ThreadedStore
+from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
+
+NOW = "2026-01-01T00:00:00Z"
+BINDING = Binding("ns", "call-1", "tool", "1", "sha256:0")
+KEY = checkpoint_key(BINDING)
 
 
 class TestMemoryStore(OperableStoreConformance):
@@ -17,3 +38,109 @@ class TestMemoryStore(OperableStoreConformance):
         """The store keeps text: bytes that are not UTF-8 become lone surrogates."""
         store._texts[key] = raw.decode("utf-8", "surrogateescape")
         store._revisions[key] = 1
+
+
+class TestAsyncMemoryStore(OperableStoreConformance):
+    """The async store through the suite's adapter; a quarter of the profile's examples,
+    since it runs the same MemoryStore underneath."""
+
+    store_clock = False
+
+    harness_examples = active_profile().max_examples // 4
+
+    @pytest.fixture(autouse=True)
+    def _closing(self) -> Iterator[None]:
+        self.opened: list[AsyncMemoryStore] = []
+        yield
+        for store in self.opened:
+            asyncio.run(store.aclose())
+
+    def make_store(self) -> AsyncMemoryStore:
+        store = AsyncMemoryStore()
+        self.opened.append(store)
+        return store
+
+    def write_raw(self, store: AsyncMemoryStore, key: str, raw: bytes) -> None:
+        """As the sync suite's hook, in the memory store this one runs."""
+        TestMemoryStore.write_raw(self, store.store, key, raw)  # type: ignore[arg-type]
+
+
+def test_the_async_store_satisfies_the_protocol_and_wraps_a_memory_store() -> None:
+    store = AsyncMemoryStore(clock=lambda: 42)
+    assert isinstance(store, AsyncCheckpointStore)
+    assert isinstance(store.store, MemoryStore)
+    assert isinstance(store.store, OperableCheckpointStore)
+    assert asyncio.run(store.clock_us()) == 42
+    assert repr(store) == "AsyncMemoryStore()"
+    asyncio.run(store.aclose())
+
+
+def test_the_async_store_runs_each_operation_on_its_own_worker_thread() -> None:
+    threads: list[str] = []
+
+    def clock() -> int:
+        threads.append(threading.current_thread().name)
+        return 1
+
+    async def scenario() -> None:
+        async with AsyncMemoryStore(clock=clock) as store:
+            await asyncio.gather(*(store.clock_us() for _ in range(5)))
+
+    asyncio.run(scenario())
+    assert len(threads) == 5
+    assert len(set(threads)) == 1
+    assert threads[0].startswith("tec-memory")
+    assert threads[0] != threading.current_thread().name
+
+
+def test_a_closed_async_store_answers_as_a_closed_memory_store_does() -> None:
+    """After aclose the worker thread is gone and the store is closed; a closed
+    MemoryStore keeps its records readable, and so does its async face."""
+    created = create_checkpoint(BINDING, created_at=NOW)
+
+    async def scenario() -> None:
+        async with AsyncMemoryStore(clock=lambda: 7) as store:
+            assert await store.create_if_absent(KEY, created) is True
+        assert store._executor._shutdown
+        assert await store.get(KEY) == created.to_dict()
+        assert await store.written_us(KEY) == store.store.written_us(KEY)
+        [summary] = await store.list_records([Status.READY])
+        assert summary.key == KEY
+        assert await store.clock_us() == 7
+        await store.aclose()  # idempotent
+
+    asyncio.run(scenario())
+
+
+class HeldMemoryStore(MemoryStore):
+    """A MemoryStore whose writes start, then wait for ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        self.started.set()
+        assert self.release.wait(10)
+        return super().create_if_absent(key, record)
+
+
+def test_a_cancelled_write_that_started_runs_to_the_end() -> None:
+    """Cancelling the awaiting task does not stop a write already on the worker thread:
+    the caller does not learn its outcome, and the record is there to read back."""
+
+    async def scenario() -> None:
+        held = HeldMemoryStore()
+        async with ThreadedStore(held) as store:
+            write = asyncio.ensure_future(
+                store.create_if_absent(KEY, create_checkpoint(BINDING, created_at=NOW))
+            )
+            assert await asyncio.to_thread(held.started.wait, 10)
+            write.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await write
+            held.release.set()
+            assert await store.get(KEY) == create_checkpoint(BINDING, created_at=NOW).to_dict()
+
+    asyncio.run(scenario())

@@ -60,7 +60,7 @@ from .stores.core import (
     checkpoint_key,
     decode_stored,
 )
-from .stores.memory import MemoryStore
+from .stores.memory import AsyncMemoryStore, MemoryStore
 from .stores.opening import open_store, register_store
 from .stores.sqlite import (
     AsyncSQLiteStore,
@@ -96,6 +96,7 @@ __all__ = [
     "TABLE",
     "Action",
     "AsyncCheckpointStore",
+    "AsyncMemoryStore",
     "AsyncSQLiteStore",
     "Binding",
     "BrokenRecord",

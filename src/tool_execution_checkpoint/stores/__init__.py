@@ -6,8 +6,12 @@
   store's errors subclass). Everything below is held to it by
   :mod:`tool_execution_checkpoint.testing`.
 - :mod:`.memory`: :class:`MemoryStore`, the in-process model every store is checked
-  against (not durable).
-- :mod:`.sqlite`: :class:`SQLiteStore`, the embedded default.
+  against (not durable), and its asyncio face :class:`AsyncMemoryStore`.
+- :mod:`.sqlite`: :class:`SQLiteStore`, the embedded default, and
+  :class:`AsyncSQLiteStore`.
+- :mod:`.threaded`: :class:`~.threaded.ThreadedStore`, the one bridge that gives a
+  synchronous store its asyncio face (each store's operations on a worker thread of its
+  own): the two async stores above are built on it.
 - :mod:`.postgres` and :mod:`.redis`: the stores for a fleet, behind the ``postgres`` and
   ``redis`` extras; import them by module, so that psycopg and redis-py stay optional.
 - :mod:`.opening`: :func:`open_store`, which opens the store a URL names. (The scratch
@@ -42,7 +46,7 @@ from .core import (
     encode_swap,
     listing_line,
 )
-from .memory import MemoryStore
+from .memory import AsyncMemoryStore, MemoryStore
 from .opening import (
     StoreScheme,
     is_store_url,
@@ -63,6 +67,7 @@ from .sqlite import (
 
 __all__ = [
     "AsyncCheckpointStore",
+    "AsyncMemoryStore",
     "AsyncSQLiteStore",
     "BrokenRecord",
     "CheckpointStore",

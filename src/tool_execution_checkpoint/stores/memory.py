@@ -1,4 +1,5 @@
-"""MemoryStore: a thread-safe in-process store, the model every other store is held to.
+"""MemoryStore: a thread-safe in-process store, the model every other store is held to;
+AsyncMemoryStore: its asyncio face.
 
 It keeps each record as the JSON text it would persist, so a caller can never share or
 mutate a stored record, and ``get`` returns what a real store's read would: a fresh
@@ -28,8 +29,9 @@ from .core import (
     encode_swap,
     listing_line,
 )
+from .threaded import ThreadedStore
 
-__all__ = ["MemoryStore", "open_url"]
+__all__ = ["AsyncMemoryStore", "MemoryStore", "open_url"]
 
 
 class MemoryStore:
@@ -134,6 +136,23 @@ class MemoryStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._texts)
+
+
+class AsyncMemoryStore(ThreadedStore[MemoryStore]):
+    """The asyncio face of a new :class:`MemoryStore` (its :attr:`store`, made with
+    ``clock``): an :class:`~tool_execution_checkpoint.stores.AsyncCheckpointStore` with
+    ``clock_us``, ``written_us`` and ``list_records``, whose every operation runs on the
+    store's own worker thread, one at a time (see
+    :class:`~tool_execution_checkpoint.stores.threaded.ThreadedStore`). After
+    :meth:`aclose` the records stay readable, as a closed MemoryStore's do."""
+
+    thread_name_prefix = "tec-memory"
+
+    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+        super().__init__(MemoryStore(clock=clock))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
 def _host_clock() -> int:
