@@ -12,7 +12,6 @@ GENERATED_MARK = "# Generated from "
 # Modules still over the limit while #35 splits them, each at its size when the limit was set:
 # one may shrink (and must leave this list once under the limit) but never grow.
 NOT_YET_SPLIT: dict[str, int] = {
-    "cli.py": 1055,
     "records.py": 663,
     "stores/postgres.py": 1455,
     "stores/redis.py": 2017,
