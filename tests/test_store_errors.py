@@ -1,6 +1,6 @@
 """One error taxonomy across the stores.
 
-Every error class a store module defines is its store's base class or a subclass of it
+Every error class a store module (or package) defines is its store's base class or a subclass of it
 in exactly one category (not applied, unavailable, configuration, outcome unknown), with
 the store's base before the category in its method resolution order; and no store raises
 its bare base class, a bare category or a plain StoreError. The checker is shown catching
@@ -10,9 +10,12 @@ a module that breaks each rule, and the categories are checked on real failures.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import socket
 import types
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -52,13 +55,28 @@ def category(kind: type[StoreError]) -> type[StoreError] | None:
     return next((each for each in CATEGORIES if issubclass(kind, each)), None)
 
 
+def parts(module: types.ModuleType) -> list[types.ModuleType]:
+    """``module``, and each of its modules when it is a package."""
+    if not hasattr(module, "__path__"):
+        return [module]
+    prefix = f"{module.__name__}."
+    names = sorted(info.name for info in pkgutil.iter_modules(module.__path__, prefix))
+    return [module, *(importlib.import_module(name) for name in names)]
+
+
+def sources(module: types.ModuleType) -> list[tuple[types.ModuleType, str]]:
+    """Each of ``module``'s parts with its text."""
+    return [(part, inspect.getsource(part)) for part in parts(module)]
+
+
 def error_classes(module: types.ModuleType) -> list[type[StoreError]]:
     return [
         value
-        for value in vars(module).values()
+        for part in parts(module)
+        for value in vars(part).values()
         if isinstance(value, type)
         and issubclass(value, StoreError)
-        and value.__module__ == module.__name__
+        and value.__module__ == part.__name__
     ]
 
 
@@ -72,8 +90,10 @@ def raised_names(source: str) -> set[str]:
     }
 
 
-def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
-    """What breaks the taxonomy in ``module`` (whose text is ``source``)."""
+def taxonomy_problems(
+    module: types.ModuleType, texts: Sequence[tuple[types.ModuleType, str]]
+) -> list[str]:
+    """What breaks the taxonomy in ``module``, whose parts have the ``texts``."""
     classes = error_classes(module)
     bases = [kind for kind in classes if kind.__bases__ == (StoreError,)]
     if len(bases) != 1:
@@ -95,11 +115,12 @@ def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
             problems.append(f"{kind.__name__} is both unavailable and configuration")
         if issubclass(kind, base) and kind.__mro__.index(base) > kind.__mro__.index(found):
             problems.append(f"{kind.__name__} lists its category before {base.__name__}")
-    namespace = vars(module)
-    for name in sorted(raised_names(source)):
-        value = namespace.get(name)
-        if value is base or value in GENERIC:
-            problems.append(f"{module.__name__} raises a bare {name}")
+    for part, source in texts:
+        namespace = vars(part)
+        for name in sorted(raised_names(source)):
+            value = namespace.get(name)
+            if value is base or value in GENERIC:
+                problems.append(f"{part.__name__} raises a bare {name}")
     return problems
 
 
@@ -107,7 +128,7 @@ def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
 def test_every_store_error_is_in_one_category_after_its_store_base(
     module: types.ModuleType,
 ) -> None:
-    assert taxonomy_problems(module, inspect.getsource(module)) == []
+    assert taxonomy_problems(module, sources(module)) == []
     assert len(error_classes(module)) >= 4
 
 
@@ -163,7 +184,7 @@ def test_the_checker_catches_a_module_that_breaks_the_taxonomy(name: str) -> Non
     )
     namespace["__name__"] = module.__name__
     exec(compile(BROKEN[name], module.__name__, "exec"), namespace)
-    problems = taxonomy_problems(module, BROKEN[name])
+    problems = taxonomy_problems(module, [(module, BROKEN[name])])
     assert any(CAUGHT[name] in problem for problem in problems), problems
 
 

@@ -38,6 +38,14 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/runner/drive_async.py",
         "src/tool_execution_checkpoint/runner/drive.py",
     ),
+    (
+        "src/tool_execution_checkpoint/stores/redis/clients_async.py",
+        "src/tool_execution_checkpoint/stores/redis/clients.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/stores/redis/store_async.py",
+        "src/tool_execution_checkpoint/stores/redis/store.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -54,6 +62,10 @@ RENAMES: Mapping[str, str] = {
     "_AwaitedStore": "_Store",
     "_AwaitedTool": "_Tool",
     "_AwaitedSend": "_Send",
+    "AsyncRedisStore": "RedisStore",
+    "redis.asyncio": "redis",
+    "clients_async": "clients",
+    "store_async": "store",
 }
 """Each name that differs between the written module and its sync twin."""
 
