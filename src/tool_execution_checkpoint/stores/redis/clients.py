@@ -5,7 +5,9 @@ a cluster's nodes and its client (as far as the store uses them), a cluster node
 the one exchange of a command, and the builders of clients from URLs.
 
 The store never calls a client's ``execute_command``: it takes one connection from a
-pool per operation and sends each command once (docs/stores/redis.md says why).
+pool per operation and sends each command once (docs/stores/redis.md says why). Written
+once, for asyncio; ``tools/async_to_sync.py`` generates the synchronous module from the
+asyncio one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The Redis store's driver: :class:`AsyncRedisStore` sends the commands of the layout's
 operations (:mod:`.layout`), each once, routing them on a Redis Cluster.
 
-This module is written for asyncio; :mod:`.store` is generated from it by
-``tools/async_to_sync.py``.
+The driver is written once, for asyncio; ``tools/async_to_sync.py`` generates the
+synchronous module from the asyncio one.
 """
 
 from __future__ import annotations
