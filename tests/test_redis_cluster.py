@@ -49,7 +49,6 @@ from tool_execution_checkpoint import (
 from tool_execution_checkpoint.runner import RunStatus, run_once
 from tool_execution_checkpoint.stores import BrokenRecord, RecordSummary, check_listing
 from tool_execution_checkpoint.stores.redis import (
-    _SHARD_TAGS,
     CLUSTER_SHARDS,
     AsyncRedisStore,
     RedisAuthenticationError,
@@ -59,6 +58,7 @@ from tool_execution_checkpoint.stores.redis import (
     RedisStore,
     RedisUnavailableError,
 )
+from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
@@ -162,8 +162,8 @@ class TestAsyncRedisClusterStore(OperableStoreConformance):
 
 
 def test_each_shard_tag_hashes_into_its_sixteenth_of_the_slots() -> None:
-    assert len(_SHARD_TAGS) == CLUSTER_SHARDS == 16
-    for shard, tag in enumerate(_SHARD_TAGS):
+    assert len(SHARD_TAGS) == CLUSTER_SHARDS == 16
+    for shard, tag in enumerate(SHARD_TAGS):
         assert key_slot(tag.encode()) // 1024 == shard
     store = RedisStore.from_url("redis+cluster://127.0.0.1:1", prefix="p:")
     layout = store._layout
@@ -171,7 +171,7 @@ def test_each_shard_tag_hashes_into_its_sixteenth_of_the_slots() -> None:
     assert {layout.shard_of(key) for key in keys} == set(range(CLUSTER_SHARDS))
     for key in keys:
         record, shard = layout.record_key(key), layout.shard_of(key)
-        assert record == b"p:{" + _SHARD_TAGS[shard].encode() + b"}rec:" + key.encode()
+        assert record == b"p:{" + SHARD_TAGS[shard].encode() + b"}rec:" + key.encode()
         # The record and every index of its shard share one slot: a script touches one.
         slots = {key_slot(layout.index_key(key, status)) for status in Status}
         assert slots == {key_slot(record)}

@@ -203,7 +203,7 @@ def test_the_check_catches_a_store_that_relaxes_a_claim(
     relaxing = type(
         "Relaxing", (), {"relaxed_statuses": TABLE.relaxed_statuses | {Status.EXECUTING}}
     )
-    monkeypatch.setattr("tool_execution_checkpoint.stores.redis.TABLE", relaxing)
+    monkeypatch.setattr("tool_execution_checkpoint.stores.redis.layout.TABLE", relaxing)
     measured = _measure(quiet_server, kind, synchronous_delivered=False)
     assert measured["claim"] == 0, measured
     with pytest.raises(AssertionError):

@@ -79,8 +79,8 @@ from tool_execution_checkpoint.stores.redis import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
-    _packed,
 )
+from tool_execution_checkpoint.stores.redis.layout import packed
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     active_profile,
@@ -540,7 +540,7 @@ def test_commands_are_packed_as_redis_py_packs_them(commands: list[list[bytes]])
     bytes on the wire are those of redis-py's own packer."""
     packer: Any = PythonRespSerializer(6000, cast(Any, Encoder)("utf-8", "strict", False).encode)
     expected = b"".join(b"".join(packer.pack(*command)) for command in commands)
-    assert _packed(*commands) == (expected,)
+    assert packed(*commands) == (expected,)
 
 
 # --- exact round trips --------------------------------------------------------------------

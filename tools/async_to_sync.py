@@ -54,6 +54,14 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/adapters/openai_agents_calls_async.py",
         "src/tool_execution_checkpoint/adapters/openai_agents_calls.py",
     ),
+    (
+        "src/tool_execution_checkpoint/stores/redis/clients_async.py",
+        "src/tool_execution_checkpoint/stores/redis/clients.py",
+    ),
+    (
+        "src/tool_execution_checkpoint/stores/redis/store_async.py",
+        "src/tool_execution_checkpoint/stores/redis/store.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -85,6 +93,11 @@ RENAMES: Mapping[str, str] = {
     "awrap_tool_call": "wrap_tool_call",
     "guarded_tool_async": "guarded_tool",
     "in_run_async": "in_run",
+    # the Redis store
+    "AsyncRedisStore": "RedisStore",
+    "redis.asyncio": "redis",
+    "clients_async": "clients",
+    "store_async": "store",
 }
 """Each name that differs between the written module and its sync twin."""
 

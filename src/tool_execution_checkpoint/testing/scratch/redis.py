@@ -8,14 +8,9 @@ from typing import Any, cast
 import redis
 from redis.exceptions import ResponseError
 
-from ...stores.redis import (
-    RedisCommandError,
-    RedisUnavailableError,
-    _error_code,
-    _plain_cluster_url,
-    _sync_client,
-    _sync_cluster,
-)
+from ...stores.redis.clients import client_from_url, cluster_from_url
+from ...stores.redis.errors import RedisCommandError, RedisUnavailableError, error_code
+from ...stores.redis.urls import plain_cluster_url
 from . import ScratchSpace
 
 __all__ = ["RedisScratch"]
@@ -43,16 +38,16 @@ class RedisScratch(ScratchSpace):
         removed = 0
         failure: str | None = None
         code: str | None = None
-        plain = _plain_cluster_url(self.url)
+        plain = plain_cluster_url(self.url)
         try:
             if plain is None:
-                client = _sync_client(self.url, 5, 5)
+                client = client_from_url(self.url, 5, 5)
                 try:
                     removed = _unlink_matching(client, pattern)
                 finally:
                     client.close()
             else:
-                cluster = _sync_cluster(plain, 5, 5)
+                cluster = cluster_from_url(plain, 5, 5)
                 try:
                     for node in cluster.get_primaries():
                         removed += _unlink_matching(cluster.get_redis_connection(node), pattern)
@@ -60,7 +55,7 @@ class RedisScratch(ScratchSpace):
                     cluster.close()
         except (redis.RedisError, ValueError) as error:  # not kept as a context: it may
             failure = type(error).__name__  # quote the URL
-            code = _error_code(error) if isinstance(error, ResponseError) else None
+            code = error_code(error) if isinstance(error, ResponseError) else None
         if failure is not None:
             message = (
                 f"could not delete the keys matching {pattern} ({failure}): delete them by hand"

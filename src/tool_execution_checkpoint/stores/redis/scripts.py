@@ -1,5 +1,5 @@
-"""The Lua scripts of :mod:`tool_execution_checkpoint.stores.redis`, and the bounds of
-their index ranges.
+"""The Lua scripts of the Redis stores, each known by its SHA-1, and the bounds of their
+index ranges (docs/stores/redis.md explains the layout they work on).
 
 The index score of a record is the time of its last write on the server's clock: the
 write scripts read ``TIME`` and store it, whatever the writer's clock put in the record's
@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..table import Status
+from ...table import Status
 
 __all__ = [
     "CANDIDATES",
@@ -118,7 +118,7 @@ return 1
 """
 SWAP = Script.of("#!lua\n" + _USABLE_INDEX + _NOW + _LUA_STATUSES + _SWAP_BODY)
 # The relaxed swap is the same script, its effects sent to replicas but not appended to
-# the append-only file: nothing waits for an fsync of it (see RedisStore, "Delivered
+# the append-only file: nothing waits for an fsync of it (docs/stores/redis.md, "Delivered
 # marks"). set_repl comes first, before any write, so all of the script's effects go
 # alike: the record's hash and its index entries are kept, or lost, together.
 SWAP_RELAXED = Script.of(
