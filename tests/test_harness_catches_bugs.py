@@ -44,7 +44,7 @@ from tool_execution_checkpoint.testing import (
     SendAnswer,
     StoreConformance,
     ToolAnswer,
-    harness,
+    invariants,
     protocol_machine,
 )
 
@@ -70,7 +70,7 @@ def expiring_claims_core(monkeypatch: pytest.MonkeyPatch) -> None:
             return Transition(Action.EXECUTE, record.revision, taken)
         return real_claim(record, attempt_id=attempt_id, at=at, **options)
 
-    monkeypatch.setattr(harness, "decide_checkpoint", decide)
+    monkeypatch.setattr(invariants, "decide_checkpoint", decide)
     monkeypatch.setattr(runner, "claim_execution", claim)
 
 
@@ -147,7 +147,7 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[HostProtocol], Patch, str]] = {
         MemoryStore,
         HostProtocol,
         unfenced_core,
-        "accepted a foreign",
+        "let a foreign id finish the claim",
     ),
 }
 
@@ -298,7 +298,7 @@ def test_regression_unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
     unfenced_core(monkeypatch)
     state = protocol_machine(MemoryStore)()
     play(state, step(0))  # w0 creates the record claimed
-    with pytest.raises(AssertionError, match="complete_execution accepted a foreign"):
+    with pytest.raises(AssertionError, match="complete_execution let a foreign id"):
         play(state, ("foreign_fence", {"key": 0}))
 
 
