@@ -32,7 +32,6 @@ from tool_execution_checkpoint import (
     claim_execution,
     decide_checkpoint,
     runner,
-    transitions,
 )
 from tool_execution_checkpoint.runner import HostProtocol
 from tool_execution_checkpoint.stores.memory import MemoryStore
@@ -47,6 +46,7 @@ from tool_execution_checkpoint.testing import (
     invariants,
     protocol_machine,
 )
+from tool_execution_checkpoint.transitions import postconditions, steps
 
 DEFAULT = PROFILES["default"]
 
@@ -81,12 +81,12 @@ def unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
         name: str, record: Checkpoint, claim_id: str | None = None
     ) -> TransitionRule | ComposedRule:
         del claim_id  # the bug: whoever asks may finish the claim
-        rule = transitions._RULES[name]
+        rule = postconditions.RULES[name]
         if record.status not in rule.sources:
             raise CheckpointError(ErrorCode.INVALID_TRANSITION, "wrong status")
         return rule
 
-    monkeypatch.setattr(transitions, "_guard", guard)
+    monkeypatch.setattr(steps, "_guard", guard)
 
 
 def unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
