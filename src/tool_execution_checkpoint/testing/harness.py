@@ -1,21 +1,14 @@
 """The model-based harness: simulated workers, crashes, stale replays, operators and store
 faults against the store under test and a model store, side by side.
 
-:func:`protocol_machine` returns a Hypothesis ``RuleBasedStateMachine`` class. Its workers
-follow the host protocol of the README one store operation per step (create the record
-claimed if absent, or load and decide and CAS the claim; run the tool; CAS the result
-with its delivery claim; send; CAS the outcome), and Hypothesis interleaves the steps of
-different workers
-arbitrarily. What a worker does after loading is read off the transition table: the
-decided action picks the transition, and the operator may only use the table's fenced
-transitions out of a claimed status.
-
-Every write goes to the store under test through a :class:`FaultyStore` and, when it
-really reached the store, to a :class:`MemoryStore` model as well; the two must answer
-alike. After every step the store under test must hold what the model holds, every stored
-record must match spec/record.schema.json, and the invariants of a world of workers
-(:mod:`.invariants`, the explorer's own) must hold for the outside world the workers
-touched.
+:func:`protocol_machine` returns a Hypothesis ``RuleBasedStateMachine`` class whose
+workers run the runner's own step machine one request per step, interleaved arbitrarily
+(docs/harness.md describes the steps and the actors). Every write goes to the store under
+test through a :class:`FaultyStore` and, when it really reached the store, to a
+:class:`MemoryStore` model as well; the two must answer alike. After every step the store
+under test must hold what the model holds, every stored record must match
+spec/record.schema.json, and the invariants of a world of workers (:mod:`.invariants`,
+the explorer's own) must hold; a broken one raises AssertionError naming it.
 """
 
 from __future__ import annotations
