@@ -49,11 +49,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "an uncertain execution goes back to ready": (
         STEPS,
-        "        begun.rule,\n        begun.record,\n        begun.at,\n"
-        "        execution=execution,",
-        '        __import__("dataclasses").replace(begun.rule, target=TABLE.initial_status),\n'
-        "        begun.record,\n"
-        "        begun.at,\n        execution=None,",
+        "    return _advance(begun.rule, begun.record, begun.at, execution=execution)",
+        '    ready = __import__("dataclasses").replace(begun.rule, target=TABLE.initial_status)\n'
+        "    return _advance(ready, begun.record, begun.at, execution=None)",
     ),
     "a transition skips a revision": (
         ENGINE,
@@ -62,8 +60,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "a completed record without its result": (
         STEPS,
-        "        result=stored,\n        delivery=begun.record.delivery,",
-        "        result=None,\n        delivery=begun.record.delivery,",
+        "    return _advance(begun.rule, begun.record, begun.at, result=stored)",
+        "    return _advance(begun.rule, begun.record, begun.at, result=None)",
     ),
     "a delivery claimed with its result dropped": (
         STEPS,

@@ -55,6 +55,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 
 _REQUIRES_NULL = {name: mask_of_parts(rule.requires_null) for name, rule in RULES.items()}
 _MAX_REVISION = TABLE.limits.max_revision
+_KEPT: Any = object()
+"""The default of a part :func:`_advance` keeps as the record holds it."""
 
 
 class Decision(NamedTuple):
@@ -151,14 +153,13 @@ def _advance(
     record: Checkpoint,
     at: str,
     *,
-    execution: Execution | None,
-    result: Result | None,
-    delivery: Delivery | None,
+    execution: Execution | None = _KEPT,
+    result: Result | None = _KEPT,
+    delivery: Delivery | None = _KEPT,
 ) -> Transition:
     """Build the next record: the rule's target status, revision + 1, ``at`` as updatedAt,
-    the binding and creation time kept, and the given parts (each transition passes the
-    parts it keeps and the ones it sets or clears). Only the shape is checked: every part
-    comes checked."""
+    the binding and creation time kept, the parts a transition sets or clears (None) as
+    given, and the others kept. Only the shape is checked: every part comes checked."""
     if record.revision >= _MAX_REVISION:
         raise CheckpointError(
             ErrorCode.INVALID_TRANSITION,
@@ -173,9 +174,9 @@ def _advance(
         record.binding,
         record.created_at,
         at,
-        execution=execution,
-        result=result,
-        delivery=delivery,
+        execution=record.execution if execution is _KEPT else execution,
+        result=record.result if result is _KEPT else result,
+        delivery=record.delivery if delivery is _KEPT else delivery,
     )
     return Transition(rule.grants, revision, following)
 

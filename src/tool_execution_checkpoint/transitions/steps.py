@@ -133,12 +133,7 @@ def claim_execution(
     """
     begun = _begin("claim_execution", record, at, max_payload_bytes, attempt_id=attempt_id)
     return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=checked_execution(begun.attempt_id, begun.at),
-        result=begun.record.result,
-        delivery=begun.record.delivery,
+        begun.rule, begun.record, begun.at, execution=checked_execution(begun.attempt_id, begun.at)
     )
 
 
@@ -180,14 +175,7 @@ def _complete_execution(
 ) -> Transition:
     begun = _begin("complete_execution", record, at, max_payload_bytes, attempt_id=attempt_id)
     stored = checked_result(payload, begun.at, max_payload_bytes)
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=begun.record.execution,
-        result=stored,
-        delivery=begun.record.delivery,
-    )
+    return _advance(begun.rule, begun.record, begun.at, result=stored)
 
 
 @_transition_contracts("mark_execution_uncertain")
@@ -220,14 +208,7 @@ def mark_execution_uncertain(
     assert claimed is not None  # the table's shape for executing requires it
     uncertainty = checked_uncertainty(begun.reason, begun.at)
     execution = checked_execution(claimed.attempt_id, claimed.claimed_at, uncertainty)
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=execution,
-        result=begun.record.result,
-        delivery=begun.record.delivery,
-    )
+    return _advance(begun.rule, begun.record, begun.at, execution=execution)
 
 
 @_transition_contracts("release_execution")
@@ -248,14 +229,7 @@ def release_execution(
             every error of :func:`validate_checkpoint`.
     """
     begun = _begin("release_execution", record, at, max_payload_bytes, attempt_id=attempt_id)
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=None,
-        result=begun.record.result,
-        delivery=begun.record.delivery,
-    )
+    return _advance(begun.rule, begun.record, begun.at, execution=None)
 
 
 @_transition_contracts("claim_delivery")
@@ -276,12 +250,7 @@ def claim_delivery(
     """
     begun = _begin("claim_delivery", record, at, max_payload_bytes, delivery_id=delivery_id)
     return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=begun.record.execution,
-        result=begun.record.result,
-        delivery=checked_delivery(begun.delivery_id, begun.at),
+        begun.rule, begun.record, begun.at, delivery=checked_delivery(begun.delivery_id, begun.at)
     )
 
 
@@ -302,14 +271,7 @@ def release_delivery(
             every error of :func:`validate_checkpoint`.
     """
     begun = _begin("release_delivery", record, at, max_payload_bytes, delivery_id=delivery_id)
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=begun.record.execution,
-        result=begun.record.result,
-        delivery=None,
-    )
+    return _advance(begun.rule, begun.record, begun.at, delivery=None)
 
 
 @_transition_contracts("complete_delivery")
@@ -334,8 +296,6 @@ def complete_delivery(
         begun.rule,
         begun.record,
         begun.at,
-        execution=begun.record.execution,
-        result=begun.record.result,
         delivery=checked_delivery(claimed.delivery_id, claimed.claimed_at, begun.at),
     )
 
@@ -360,14 +320,7 @@ def prune_result(
     begun = _begin("prune_result", record, at, max_payload_bytes)
     kept = begun.record.result
     assert kept is not None  # the table's shape for delivered requires it
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        execution=begun.record.execution,
-        result=kept.pruned(begun.at),
-        delivery=begun.record.delivery,
-    )
+    return _advance(begun.rule, begun.record, begun.at, result=kept.pruned(begun.at))
 
 
 # --- the composed steps -----------------------------------------------------------------
@@ -457,7 +410,6 @@ def _complete_and_claim_delivery(
         begun.rule,
         begun.record,
         begun.at,
-        execution=begun.record.execution,
         result=stored,
         delivery=checked_delivery(begun.delivery_id, begun.at),
     )
