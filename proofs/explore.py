@@ -14,18 +14,13 @@ computed earlier, the operator's reconciliation of a claim whose owner is gone
 arrived and released if not) and the operator's pruning of a delivered payload. The
 real core computes every record.
 
-Checked in every reachable state:
-- the tool ran at most once;
-- a stored payload is the one the single execution produced (or the operator's "did not
-  run" payload), until a delivered one is pruned;
-- every delivery carried exactly that payload, and nothing arrived twice;
-- a finished call never reports its own claim as another worker's, holds no write in
-  flight, and the payload an outcome carries is the one produced;
-- decide never answers execute once the record was claimed, unless the claim was released
-  by an attempt whose tool did not run (a release after the tool ran is a violation);
-- only the fence holder finishes a claim: every fenced transition the table allows from
-  the stored status refuses a foreign id with FENCE_CONFLICT;
-- the stored record validates and survives a round trip through its persisted form.
+Checked in every reachable state: the invariants of a world of workers, written once in
+:mod:`tool_execution_checkpoint.testing.invariants` for the explorer and the harness (the
+tool ran at most once; every delivery carried the call's one answer, the payload produced,
+and nothing arrived twice; decide never answers execute for a claimed record; the stored
+record validates; a finished call reports the truth), and that only the fence holder
+finishes a claim: every fenced transition the table allows from the stored status
+refuses a foreign id with FENCE_CONFLICT.
 
 Run ``python proofs/explore.py --workers 2 --depth 14`` (see proofs/README.md for the
 bounds run in CI and the thorough ones). A violation prints the shortest trace that
@@ -40,7 +35,7 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,16 +55,21 @@ from tool_execution_checkpoint.runner import (
     Request,
     Returned,
     RunOutcome,
-    RunStatus,
     RunTool,
     StoreFault,
     Swap,
     ToolDidNotRun,
     ToolOutcomeUnknown,
-    claim_id,
     default_error_payload,
 )
-from tool_execution_checkpoint.table import TABLE, Action, Fence, Status
+from tool_execution_checkpoint.table import TABLE, Action, Status
+from tool_execution_checkpoint.testing.invariants import (
+    Violation,
+    check_fences,
+    check_outcome,
+    check_world,
+    note_landed,
+)
 
 NOW = "2026-01-01T00:00:00Z"
 BINDING = tec.Binding("explore", "call-1", "tool", "1", "sha256:0")
@@ -106,7 +106,8 @@ class Worker:
 
 @dataclass(frozen=True)
 class State:
-    """The store, the workers, and what happened in the world."""
+    """The store, the workers, and what happened in the world (an
+    :class:`~tool_execution_checkpoint.testing.invariants.World`)."""
 
     stored: tec.Checkpoint | None
     workers: tuple[Worker, ...]
@@ -117,10 +118,6 @@ class State:
     history: frozenset[tec.Transition] = frozenset()
     answer: str | None = None
     racing: bool = False
-
-
-class Violation(AssertionError):
-    """A broken invariant, with the trace that reached it."""
 
 
 OPTIONS: dict[str, Any] = {
@@ -146,21 +143,12 @@ def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State,
         landed = current is None
     else:
         landed = current is not None and current.revision == transition.expected_revision
-    stored = transition.next if landed else current
-    if landed and transition.next.revision != transition.expected_revision + 1:
+    if not landed:
+        return state, False
+    if transition.next.revision != transition.expected_revision + 1:
         raise Violation("a write moved the revision by more than one")
-    claimed = state.claimed or (landed and transition.next.status is Status.EXECUTING)
-    if landed and transition.next.status is Status.RELEASED:
-        assert state.stored is not None
-        assert state.stored.execution is not None
-        owner = state.stored.execution.attempt_id
-        if any(attempt == owner for attempt, _ in state.executions):
-            raise Violation("an execution whose tool ran was released")
-        claimed = False
-    answer = state.answer
-    if landed and answer is None and transition.next.result is not None:
-        answer = transition.next.result.payload_json  # the call's one answer, from now on
-    return replace(state, stored=stored, claimed=claimed, answer=answer), landed
+    claimed, answer = note_landed(state, current, transition.next)
+    return replace(state, stored=transition.next, claimed=claimed, answer=answer), True
 
 
 def _set(state: State, index: int, worker: Worker) -> State:
@@ -252,7 +240,7 @@ def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
         assert me.call is not None
         following, call = protocol.step(me.call, answer)
         if isinstance(following, RunOutcome):
-            _check_outcome(after, call, following)
+            check_outcome(after, call, following)
             worker = Worker(calls=me.calls)
             yield f"{label}; {following.status.value}", _set(after, index, worker)
             continue
@@ -261,26 +249,6 @@ def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
             history = history | {following.transition}
         worker = Worker(call, following, me.calls)
         yield label, replace(_set(after, index, worker), history=history)
-
-
-def _check_outcome(state: State, call: CallState, outcome: RunOutcome) -> None:
-    if call.pending is not None or call.writing is not None:
-        raise Violation("a finished call still holds a write in flight")
-    record = outcome.record
-    lost = outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
-    if lost and record is not None and call.owns(claim_id(record)):
-        raise Violation("a call reported its own claim as another worker's")
-    result = record.result if record is not None else None
-    if outcome.has_payload and result is not None and result.payload_json != state.answer:
-        raise Violation("an outcome carried another payload than the call's one answer")
-    if outcome.unstored is not None:
-        mine = [text for attempt, text in state.executions if call.owns(attempt)]
-        if mine != [outcome.unstored.payload_json]:
-            raise Violation("an outcome's unstored result is not what its tool produced")
-
-
-def _produced(state: State) -> str | None:
-    return state.executions[0][1] if state.executions else state.reconciled
 
 
 def _claim_is_live(state: State, stored: tec.Checkpoint) -> bool:
@@ -352,50 +320,12 @@ def successors(state: State, protocol: HostProtocol = PROTOCOL) -> Iterator[tupl
     yield from _operator_moves(state)
 
 
-def _fenced_refuse_intruders(stored: tec.Checkpoint) -> None:
-    for rule in TABLE.transitions.values():
-        if stored.status not in rule.sources or rule.fence is Fence.NONE:
-            continue
-        function: Callable[..., tec.Transition] = getattr(tec, rule.name)
-        arguments: dict[str, object] = {"at": NOW}
-        arguments["attempt_id" if rule.fence is Fence.ATTEMPT_ID else "delivery_id"] = "intruder"
-        if rule.name == "complete_execution":
-            arguments["result"] = 0
-        if rule.name == "mark_execution_uncertain":
-            arguments["reason"] = "intruder"
-        try:
-            function(stored, **arguments)
-        except tec.CheckpointError as error:
-            if error.code is not tec.ErrorCode.FENCE_CONFLICT:
-                raise Violation(f"{rule.name} refused an intruder with {error.code}") from None
-        else:
-            raise Violation(f"{rule.name} let a foreign id finish the claim")
-
-
 def check(state: State) -> None:
-    """Raise Violation if ``state`` breaks an invariant. With operators racing live
-    workers, a payload may be the operator's instead of the execution's and a delivery
-    the operator released may arrive twice; one answer per call holds either way."""
-    if len(state.executions) > 1:
-        raise Violation(f"the tool ran {len(state.executions)} times")
-    for _, delivered in state.deliveries:
-        if delivered != state.answer:
-            raise Violation("a delivery carried another payload than the call's one answer")
-    if not state.racing and state.answer is not None and state.answer != _produced(state):
-        raise Violation("the stored payload is not the one the execution produced")
-    if not state.racing and len(state.deliveries) > 1:
-        raise Violation(f"the payload arrived {len(state.deliveries)} times")
-    stored = state.stored
-    if stored is None:
-        return
-    if tec.Checkpoint.from_dict(stored.to_dict()) != stored or not tec.validate_checkpoint(stored):
-        raise Violation("the stored record does not survive its persisted form")
-    if state.claimed and tec.decide_checkpoint(stored, BINDING).action is Action.EXECUTE:
-        raise Violation("decide says execute for a record that was claimed")
-    result = stored.result
-    if result is not None and result.pruned_at is None and result.payload_json != state.answer:
-        raise Violation("the stored payload changed: the call has two answers")
-    _fenced_refuse_intruders(stored)
+    """Raise Violation if ``state`` breaks an invariant of a world of workers, or a
+    fenced transition lets a foreign id finish the stored record's claim."""
+    check_world(state, state.stored, BINDING)
+    if state.stored is not None:
+        check_fences(state.stored, NOW)
 
 
 @dataclass

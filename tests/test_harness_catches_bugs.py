@@ -31,7 +31,6 @@ from tool_execution_checkpoint import (
     Transition,
     claim_execution,
     decide_checkpoint,
-    transitions,
 )
 from tool_execution_checkpoint.runner import HostProtocol, machine
 from tool_execution_checkpoint.stores.memory import MemoryStore
@@ -43,9 +42,10 @@ from tool_execution_checkpoint.testing import (
     SendAnswer,
     StoreConformance,
     ToolAnswer,
-    harness,
+    invariants,
     protocol_machine,
 )
+from tool_execution_checkpoint.transitions import postconditions, steps
 
 DEFAULT = PROFILES["default"]
 
@@ -69,7 +69,7 @@ def expiring_claims_core(monkeypatch: pytest.MonkeyPatch) -> None:
             return Transition(Action.EXECUTE, record.revision, taken)
         return real_claim(record, attempt_id=attempt_id, at=at, **options)
 
-    monkeypatch.setattr(harness, "decide_checkpoint", decide)
+    monkeypatch.setattr(invariants, "decide_checkpoint", decide)
     monkeypatch.setattr(machine, "claim_execution", claim)
 
 
@@ -80,12 +80,12 @@ def unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
         name: str, record: Checkpoint, claim_id: str | None = None
     ) -> TransitionRule | ComposedRule:
         del claim_id  # the bug: whoever asks may finish the claim
-        rule = transitions._RULES[name]
+        rule = postconditions.RULES[name]
         if record.status not in rule.sources:
             raise CheckpointError(ErrorCode.INVALID_TRANSITION, "wrong status")
         return rule
 
-    monkeypatch.setattr(transitions, "_guard", guard)
+    monkeypatch.setattr(steps, "_guard", guard)
 
 
 def unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +146,7 @@ BROKEN: dict[str, tuple[Callable[[], Any], type[HostProtocol], Patch, str]] = {
         MemoryStore,
         HostProtocol,
         unfenced_core,
-        "accepted a foreign",
+        "let a foreign id finish the claim",
     ),
 }
 
@@ -297,7 +297,7 @@ def test_regression_unfenced_core(monkeypatch: pytest.MonkeyPatch) -> None:
     unfenced_core(monkeypatch)
     state = protocol_machine(MemoryStore)()
     play(state, step(0))  # w0 creates the record claimed
-    with pytest.raises(AssertionError, match="complete_execution accepted a foreign"):
+    with pytest.raises(AssertionError, match="complete_execution let a foreign id"):
         play(state, ("foreign_fence", {"key": 0}))
 
 

@@ -31,55 +31,58 @@ sys.path.insert(0, str(ROOT / "proofs"))
 from crosshair_check import Verdict, check, classify  # noqa: E402
 from explore import BINDING, OPTIONS, explore  # noqa: E402
 
-TRANSITIONS = "transitions.py"
+ENGINE = "transitions/engine.py"
+STEPS = "transitions/steps.py"
 
 # invariant -> (file, original text, mutated text)
 MUTANTS: dict[str, tuple[str, str, str]] = {
     "a foreign id finishes a claim": (
-        TRANSITIONS,
+        ENGINE,
         "    if owner != claim_id:",
         "    if owner is None:",
     ),
     "decide says execute for a claimed record": (
-        TRANSITIONS,
+        ENGINE,
         "        action=TABLE.statuses[checkpoint.status].action,",
         "        action=Action.EXECUTE if checkpoint.status is Status.EXECUTING"
         " else TABLE.statuses[checkpoint.status].action,",
     ),
     "an uncertain execution goes back to ready": (
-        TRANSITIONS,
-        "        rule,\n        checkpoint,\n        when,\n        execution=execution,",
-        '        __import__("dataclasses").replace(rule, target=Status.READY),\n'
-        "        checkpoint,\n"
-        "        when,\n        execution=None,",
+        STEPS,
+        "    return _advance(begun.rule, begun.record, begun.at, execution=execution)",
+        '    ready = __import__("dataclasses").replace(begun.rule, target=TABLE.initial_status)\n'
+        "    return _advance(ready, begun.record, begun.at, execution=None)",
     ),
     "a transition skips a revision": (
-        TRANSITIONS,
+        ENGINE,
         "        revision + 1,",
         "        revision + 2,",
     ),
     "a completed record without its result": (
-        TRANSITIONS,
-        "        result=stored,\n        delivery=checkpoint.delivery,",
-        "        result=None,\n        delivery=checkpoint.delivery,",
+        STEPS,
+        "    return _advance(begun.rule, begun.record, begun.at, result=stored)",
+        "    return _advance(begun.rule, begun.record, begun.at, result=None)",
     ),
     "a delivery claimed with its result dropped": (
-        TRANSITIONS,
-        "        result=stored,\n        delivery=checked_delivery(delivery, when),",
-        "        result=None,\n        delivery=checked_delivery(delivery, when),",
+        STEPS,
+        "        result=stored,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
+        "        result=None,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
     ),
     "a composed delivery claim under another id than its parts make": (
-        TRANSITIONS,
-        "        result=stored,\n        delivery=checked_delivery(delivery, when),",
-        "        result=stored,\n        delivery=checked_delivery(attempt, when),",
+        STEPS,
+        "        result=stored,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
+        "        result=stored,\n        delivery=checked_delivery(begun.attempt_id, begun.at),",
     ),
     "a foreign id releases a claim": (
-        TRANSITIONS,
-        '    rule = _guard("release_execution", checkpoint, attempt)',
-        '    rule = _guard("release_execution", checkpoint, checkpoint.execution.attempt_id)',
+        STEPS,
+        '    begun = _begin("release_execution", record, at, max_payload_bytes,'
+        " attempt_id=attempt_id)",
+        "    stored = _load(record, max_payload_bytes).execution\n"
+        "    owner = attempt_id if stored is None else stored.attempt_id\n"
+        '    begun = _begin("release_execution", record, at, max_payload_bytes, attempt_id=owner)',
     ),
     "a changed binding is a cache hit": (
-        TRANSITIONS,
+        ENGINE,
         "    if checkpoint.binding is not binding and checkpoint.binding != binding:",
         "    if checkpoint.binding.call_id != binding.call_id:",
     ),

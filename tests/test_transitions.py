@@ -62,6 +62,7 @@ from tool_execution_checkpoint.table import (
     Fence,
     TransitionRule,
 )
+from tool_execution_checkpoint.transitions import engine, postconditions, steps
 
 # --- helpers derived from the table and the public signatures -----------------------------
 
@@ -1092,12 +1093,12 @@ AdvanceFunction = Callable[..., Transition]
 def broken_advance(
     monkeypatch: pytest.MonkeyPatch, change: Callable[[Transition, Checkpoint, str], Transition]
 ) -> None:
-    original: AdvanceFunction = transitions_module._advance
+    original: AdvanceFunction = engine._advance
 
     def advance(rule: TransitionRule, record: Checkpoint, at: str, **parts: Any) -> Transition:
         return change(original(rule, record, at, **parts), record, at)
 
-    monkeypatch.setattr(transitions_module, "_advance", advance)
+    monkeypatch.setattr(steps, "_advance", advance)
 
 
 def skip_a_revision(transition: Transition, _record: Checkpoint, _at: str) -> Transition:
@@ -1221,7 +1222,7 @@ def test_postconditions_catch_a_changed_or_dropped_payload(
 def test_postconditions_catch_a_mutated_input(
     monkeypatch: pytest.MonkeyPatch, name: str, source: Status
 ) -> None:
-    original = transitions_module._load
+    original = engine._load
 
     def load(record: object, max_payload_bytes: int) -> Checkpoint:
         checkpoint: Checkpoint = original(record, max_payload_bytes)
@@ -1229,7 +1230,7 @@ def test_postconditions_catch_a_mutated_input(
             record["updatedAt"] = "1999-12-31T23:59:59Z"
         return checkpoint
 
-    monkeypatch.setattr(transitions_module, "_load", load)
+    monkeypatch.setattr(steps, "_load", load)
     assert_postcondition_fails(
         call, name, RECORDS[source].to_dict(), promise="the input record is unchanged"
     )
@@ -1251,7 +1252,7 @@ def test_violated_transition_postcondition_raises_violation_error_not_value_erro
     outcomes: dict[str, str] = {}
     for name, source, change in variants:
         with monkeypatch.context() as patch:
-            original: AdvanceFunction = transitions_module._advance
+            original: AdvanceFunction = engine._advance
 
             def advance(
                 rule: TransitionRule,
@@ -1263,7 +1264,7 @@ def test_violated_transition_postcondition_raises_violation_error_not_value_erro
             ) -> Transition:
                 return change(original(rule, record, at, **parts), record, at)
 
-            patch.setattr(transitions_module, "_advance", advance)
+            patch.setattr(steps, "_advance", advance)
             try:
                 call(name, RECORDS[source])
             except Exception as error:  # report every variant's outcome at once
@@ -1342,9 +1343,9 @@ def test_a_transition_that_keeps_its_promises_breaks_none() -> None:
     record = RECORDS[Status.READY]
     transition = call("claim_execution", record)
     for name in ("claim_execution",):
-        assert transitions_module._broken_promise(name, record, record, transition) is None
+        assert postconditions._broken_promise(name, record, record, transition) is None
     # The same transition read as another one's breaks that one's table promise only.
-    assert transitions_module._broken_promise("claim_delivery", record, record, transition) == (
+    assert postconditions._broken_promise("claim_delivery", record, record, transition) == (
         "claim_delivery leaves from, lands in and grants what the table says"
     )
 
@@ -1359,7 +1360,7 @@ def table_where(status: Status, action: Action) -> Any:
 def test_decide_postcondition_catches_a_table_that_says_execute(
     monkeypatch: pytest.MonkeyPatch, status: Status
 ) -> None:
-    monkeypatch.setattr(transitions_module, "TABLE", table_where(status, Action.EXECUTE))
+    monkeypatch.setattr(engine, "TABLE", table_where(status, Action.EXECUTE))
     decide_checkpoint(RECORDS[Status.READY], BINDING)  # ready still decides fine
     with pytest.raises(icontract.ViolationError) as caught:
         decide_checkpoint(RECORDS[status], BINDING)
@@ -1386,7 +1387,7 @@ def test_decide_postcondition_catches_an_answer_that_is_not_the_table(
         return Decision(**{**fields, "action": others[0]})
 
     decide_checkpoint(RECORDS[status], BINDING)  # control
-    monkeypatch.setattr(transitions_module, "Decision", wrong_decision)
+    monkeypatch.setattr(engine, "Decision", wrong_decision)
     with pytest.raises(icontract.ViolationError) as caught:
         decide_checkpoint(RECORDS[status], BINDING)
     assert str(caught.value) == (
@@ -1417,7 +1418,7 @@ CONTRACTS_OFF_PROBE = """
 import dataclasses, json
 from datetime import datetime
 import tool_execution_checkpoint as tec
-from tool_execution_checkpoint import transitions as tr
+from tool_execution_checkpoint.transitions import steps as tr
 
 b = tec.Binding("ns", "call", "tool", "rev", "fp")
 ready = tec.create_checkpoint(b, created_at="2024-01-01T00:00:00Z")
@@ -1606,13 +1607,13 @@ def test_transition_contracts_built_at_test_time_guard_a_function() -> None:
         del record  # the reply is fixed; the contracts read the record
         return replies[reply]
 
-    guarded = transitions_module._transition_contracts("claim_execution")(transition)
+    guarded = postconditions._transition_contracts("claim_execution")(transition)
     assert guarded(record, reply="good") is good
     assert guarded(record.to_dict(), reply="good") is good
     with pytest.raises(icontract.ViolationError) as caught:
         guarded(record, reply="skipping")
     assert str(caught.value) == f"claim_execution broke a promise: {REVISION_PROMISE}"
-    as_delivery = transitions_module._transition_contracts("claim_delivery")(transition)
+    as_delivery = postconditions._transition_contracts("claim_delivery")(transition)
     with pytest.raises(icontract.ViolationError) as caught:
         as_delivery(record, reply="good")
     assert str(caught.value) == (
@@ -1633,11 +1634,11 @@ def test_transition_contracts_built_while_disabled_check_nothing(
         del record
         return broken
 
-    monkeypatch.setattr(transitions_module, "CONTRACTS_ENABLED", False)
-    unchecked = transitions_module._transition_contracts("claim_execution")(transition)
+    monkeypatch.setattr(postconditions, "CONTRACTS_ENABLED", False)
+    unchecked = postconditions._transition_contracts("claim_execution")(transition)
     assert unchecked(record) is broken
-    monkeypatch.setattr(transitions_module, "CONTRACTS_ENABLED", True)
-    checked = transitions_module._transition_contracts("claim_execution")(transition)
+    monkeypatch.setattr(postconditions, "CONTRACTS_ENABLED", True)
+    checked = postconditions._transition_contracts("claim_execution")(transition)
     with pytest.raises(icontract.ViolationError):
         checked(record)
 
@@ -1659,7 +1660,8 @@ def test_next_validates_means_every_field_not_only_the_shape(
     through (here: a timestamp check that accepts anything), the contracts refuse the
     record before a host could store one that no reader accepts."""
     record = RECORDS[Status.READY]
-    monkeypatch.setattr(transitions_module, "timestamp_argument", lambda *_arguments: "x")
+    for module in (engine, steps):
+        monkeypatch.setattr(module, "timestamp_argument", lambda *_arguments: "x")
     with pytest.raises(icontract.ViolationError) as caught:
         tec.claim_execution(record, attempt_id="a-1", at=AT)
     assert str(caught.value) == "claim_execution broke a promise: next validates"
@@ -1708,10 +1710,10 @@ def test_the_guard_refuses_any_part_a_rule_requires_null(
     """The shipped table requires only result.prunedAt null (for prune_result); the guard
     must honour whatever part the table names."""
     requires = {
-        **transitions_module._REQUIRES_NULL,
+        **engine._REQUIRES_NULL,
         "prune_result": mask_of_parts(frozenset({part})),
     }
-    monkeypatch.setattr(transitions_module, "_REQUIRES_NULL", requires)
+    monkeypatch.setattr(engine, "_REQUIRES_NULL", requires)
     with pytest.raises(CheckpointError) as caught:
         tec.prune_result(RECORDS[Status.DELIVERED], at=AT)
     assert (caught.value.code, caught.value.field, caught.value.detail) == (
@@ -1910,16 +1912,16 @@ def test_complete_and_claim_delivery_refuses_what_its_parts_refuse(
 def _guarded_delivery_claim(change: Callable[[Transition], Transition]) -> Callable[..., Any]:
     """complete_and_claim_delivery's own body, its result changed by ``change``, under the
     same snapshot and postcondition."""
-    body = transitions_module._complete_and_claim_delivery.__wrapped__  # type: ignore[attr-defined]
+    body = steps._complete_and_claim_delivery.__wrapped__  # type: ignore[attr-defined]
 
     def broken(record: RecordLike, **arguments: Any) -> Transition:
         return change(body(record, **arguments))
 
     ensure = icontract.ensure(
-        transitions_module._claims_delivery_by_its_parts,
-        error=transitions_module._delivery_claim_violation,
+        postconditions._claims_delivery_by_its_parts,
+        error=postconditions._delivery_claim_violation,
     )
-    return icontract.snapshot(transitions_module._as_checkpoint)(ensure(broken))
+    return icontract.snapshot(postconditions._as_checkpoint)(ensure(broken))
 
 
 def _claimed_late(made: Transition) -> Transition:
@@ -1985,14 +1987,14 @@ def skip_a_revision_of(made: Transition) -> Transition:
 
 
 def _guarded_creation(change: Callable[[Checkpoint], Checkpoint]) -> Callable[..., Transition]:
-    body = transitions_module.create_claimed.__wrapped__  # type: ignore[attr-defined]
+    body = steps.create_claimed.__wrapped__  # type: ignore[attr-defined]
 
     def broken(binding: Binding, *, attempt_id: str, at: str) -> Transition:
         made: Transition = body(binding, attempt_id=attempt_id, at=at)
         return made._replace(next=change(made.next))
 
     return icontract.ensure(
-        transitions_module._creates_by_its_parts, error=transitions_module._creation_violation
+        postconditions._creates_by_its_parts, error=postconditions._creation_violation
     )(broken)
 
 

@@ -279,7 +279,8 @@ class AsyncCheckpointStore(Protocol):
         ...
 
     async def get(self, key: str) -> Mapping[str, Any] | None:
-        """Return the stored record's JSON mapping, or None if there is none."""
+        """Return the stored record's JSON mapping (a :class:`StoredRecord` from the
+        stores of this package), or None if there is none."""
         ...
 
     async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:

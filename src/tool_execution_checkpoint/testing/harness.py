@@ -1,22 +1,14 @@
 """The model-based harness: simulated workers, crashes, stale replays, operators and store
 faults against the store under test and a model store, side by side.
 
-:func:`protocol_machine` returns a Hypothesis ``RuleBasedStateMachine`` class. Its workers
-follow the host protocol of the README one store operation per step (create the record
-claimed if absent, or load and decide and CAS the claim; run the tool; CAS the result
-with its delivery claim; send; CAS the outcome), and Hypothesis interleaves the steps of
-different workers
-arbitrarily. What a worker does after loading is read off the transition table: the
-decided action picks the transition, and the operator may only use the table's fenced
-transitions out of a claimed status.
-
-Every write goes to the store under test through a :class:`FaultyStore` and, when it
-really reached the store, to a :class:`MemoryStore` model as well; the two must answer
-alike. After every step the invariants check the outside world the workers touched: the
-tool ran at most once per checkpoint, the stored payload is the one that execution
-produced, every delivery carried exactly it, decide never says execute once a record was
-claimed, every stored record is valid (and matches spec/record.schema.json), and the
-store under test holds what the model holds.
+:func:`protocol_machine` returns a Hypothesis ``RuleBasedStateMachine`` class whose
+workers run the runner's own step machine one request per step, interleaved arbitrarily
+(docs/harness.md describes the steps and the actors). Every write goes to the store under
+test through a :class:`FaultyStore` and, when it really reached the store, to a
+:class:`MemoryStore` model as well; the two must answer alike. After every step the store
+under test must hold what the model holds, every stored record must match
+spec/record.schema.json, and the invariants of a world of workers (:mod:`.invariants`,
+the explorer's own) must hold; a broken one raises AssertionError naming it.
 """
 
 from __future__ import annotations
@@ -32,8 +24,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from jsonschema import Draft202012Validator
 
-from .. import transitions as _transitions
-from ..errors import CheckpointError, ErrorCode
 from ..records import Binding, Checkpoint
 from ..runner import (
     CallState,
@@ -45,14 +35,12 @@ from ..runner import (
     Request,
     Returned,
     RunOutcome,
-    RunStatus,
     RunTool,
     Sleep,
     StoreFault,
     Swap,
     ToolDidNotRun,
     ToolOutcomeUnknown,
-    claim_id,
     default_error_payload,
 )
 from ..stores.core import CheckpointStore, StoreError, checkpoint_key
@@ -62,13 +50,13 @@ from ..transitions import (
     Transition,
     complete_delivery,
     complete_execution,
-    decide_checkpoint,
     mark_execution_uncertain,
     prune_result,
     release_delivery,
 )
 from ..validation import JSONValue
 from .faults import Fault, FaultyStore
+from .invariants import check_fences, check_outcome, check_world, note_landed
 
 __all__ = [
     "ProtocolMachine",
@@ -130,14 +118,17 @@ class Worker:
 
 @dataclass
 class Truth:
-    """What really happened outside the store for one checkpoint."""
+    """What really happened outside the store for one checkpoint (an
+    :class:`~.invariants.World`; operators never race live workers here)."""
 
     binding: Binding
     key: str
     executions: list[tuple[str, str]] = field(default_factory=list)
     deliveries: list[tuple[str, str]] = field(default_factory=list)
     claimed: bool = False
-    reconciled_payload: str | None = None
+    reconciled: str | None = None
+    answer: str | None = None
+    racing: bool = False
     last_valid: dict[str, Any] | None = None
 
 
@@ -209,15 +200,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert applied == expected, (
                 f"the store answered {applied} where the model answered {expected}"
             )
-            if applied and transition.next.status is Status.EXECUTING:
-                truth.claimed = True
-            if applied and transition.next.status is Status.RELEASED:
-                assert before is not None
-                owner = before["execution"]["attemptId"]
-                assert all(attempt != owner for attempt, _ in truth.executions), (
-                    "an execution whose tool ran was released"
-                )
-                truth.claimed = False
+            if applied:
+                replaced = None if before is None else Checkpoint.from_dict(before)
+                truth.claimed, truth.answer = note_landed(truth, replaced, transition.next)
         return StoreFault() if answer is None else answer
 
     def _read_raw(self, key_index: int, fault: Fault) -> Any:
@@ -307,20 +292,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _check_outcome(self, worker: Worker, state: CallState, outcome: RunOutcome) -> None:
         """What a finished call reports must be true."""
         worker.outcomes.append(outcome)
-        assert state.pending is None and state.writing is None, (
-            "a finished call still holds a write in flight"
-        )
-        record = outcome.record
-        if outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER and record is not None:
-            assert not state.owns(claim_id(record)), (
-                "a call reported its own claim as another worker's"
-            )
-        if outcome.has_payload:
-            assert record is not None and record.result is not None
-            produced = self._produced(self.truths[worker.key])
-            assert record.result.payload_json == produced, (
-                "an outcome carried another payload than the one produced"
-            )
+        check_outcome(self.truths[worker.key], state, outcome)
 
     # --- the other actors ---------------------------------------------------------------
 
@@ -339,23 +311,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         """A foreign attempt or delivery id tries every fenced transition the table
         allows from the stored status: each must be refused with FENCE_CONFLICT."""
         record = self._read(key_index, Fault.NONE)
-        if record is None:
-            return
-        arguments: dict[str, Any] = {"at": NOW}
-        for fenced in TABLE.transitions.values():
-            if record.status not in fenced.sources or fenced.fence is Fence.NONE:
-                continue
-            extra: dict[str, object] = {"result": 0} if fenced.name == "complete_execution" else {}
-            if fenced.name == "mark_execution_uncertain":
-                extra = {"reason": "intruder"}
-            fence = "attempt_id" if fenced.fence is Fence.ATTEMPT_ID else "delivery_id"
-            function = getattr(_transitions, fenced.name)
-            try:
-                function(record, **arguments, **extra, **{fence: "intruder"})
-            except CheckpointError as error:
-                assert error.code is ErrorCode.FENCE_CONFLICT, error
-            else:
-                raise AssertionError(f"{fenced.name} accepted a foreign {fence}")
+        if record is not None:
+            check_fences(record, NOW)
 
     def _claim_is_live(self, key_index: int, record: Checkpoint) -> bool:
         return any(
@@ -403,7 +360,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             ran = [payload for attempt, payload in truth.executions if attempt == owner]
             payload: JSONValue = json.loads(ran[0]) if ran else RECONCILED_NOT_RUN
             if not ran:
-                truth.reconciled_payload = _compact(RECONCILED_NOT_RUN)
+                truth.reconciled = _compact(RECONCILED_NOT_RUN)
             assert "complete_execution" in allowed
             transition = complete_execution(record, attempt_id=owner, at=NOW, result=payload)
         self._write(key_index, transition, Fault.NONE)
@@ -418,46 +375,19 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # --- invariants ---------------------------------------------------------------------
 
-    @staticmethod
-    def _produced(truth: Truth) -> str | None:
-        return truth.executions[0][1] if truth.executions else truth.reconciled_payload
-
     def check_protocol(self) -> None:
         """Everything that must hold after every step; raises AssertionError if not."""
         validator = ProtocolMachine._validator
         assert validator is not None
         for truth in self.truths:
-            assert len(truth.executions) <= 1, (
-                f"the tool ran {len(truth.executions)} times for {truth.binding.call_id}"
-            )
             stored = self.real.get(truth.key)
             modelled = self.model.get(truth.key)
             assert stored == modelled, "the store under test and the model differ"
-            if stored is None:
-                continue
-            if stored != truth.last_valid:
+            if stored is not None and stored != truth.last_valid:
                 validator.validate(dict(stored))
                 truth.last_valid = dict(stored)
-            record = Checkpoint.from_dict(stored)
-            decision = decide_checkpoint(record, truth.binding)
-            assert not (truth.claimed and decision.action is Action.EXECUTE), (
-                "decide says execute for a record that was claimed"
-            )
-            produced = self._produced(truth)
-            if record.result is not None and record.result.pruned_at is None:
-                assert record.result.payload_json == produced, (
-                    "the stored payload is not the one the execution produced"
-                )
-            elif record.result is not None:
-                assert record.status is Status.DELIVERED, "a payload was pruned before delivery"
-            for _, delivered in truth.deliveries:
-                assert delivered == produced, (
-                    "a delivery carried another payload than the stored one"
-                )
-            # The operator only releases what did not arrive, so nothing arrives twice.
-            assert len(truth.deliveries) <= 1, (
-                f"the payload arrived {len(truth.deliveries)} times for {truth.binding.call_id}"
-            )
+            record = None if stored is None else Checkpoint.from_dict(stored)
+            check_world(truth, record, truth.binding)
 
 
 def protocol_machine(
