@@ -10,9 +10,12 @@ a module that breaks each rule, and the categories are checked on real failures.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import socket
 import types
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -32,6 +35,7 @@ from tool_execution_checkpoint import (
 from tool_execution_checkpoint.records import Binding
 from tool_execution_checkpoint.stores import postgres, sqlite
 from tool_execution_checkpoint.stores import redis as redis_store
+from tool_execution_checkpoint.stores.postgres import errors as postgres_errors
 from tool_execution_checkpoint.stores.redis import RedisStore, RedisUnavailableError
 from tool_execution_checkpoint.testing import faults
 
@@ -58,8 +62,20 @@ def error_classes(module: types.ModuleType) -> list[type[StoreError]]:
         for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, StoreError)
-        and value.__module__ == module.__name__
+        and (
+            value.__module__ == module.__name__
+            or value.__module__.startswith(f"{module.__name__}.")
+        )
     ]
+
+
+def package_modules(module: types.ModuleType) -> list[types.ModuleType]:
+    """The modules of a store that is a package (its errors and its raises may be in any),
+    or none for a store that is one module."""
+    if not hasattr(module, "__path__"):
+        return []
+    found = pkgutil.iter_modules(module.__path__, f"{module.__name__}.")
+    return [importlib.import_module(info.name) for info in found]
 
 
 def raised_names(source: str) -> set[str]:
@@ -72,8 +88,13 @@ def raised_names(source: str) -> set[str]:
     }
 
 
-def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
-    """What breaks the taxonomy in ``module`` (whose text is ``source``)."""
+def taxonomy_problems(
+    module: types.ModuleType,
+    source: str,
+    parts: Sequence[tuple[types.ModuleType, str]] = (),
+) -> list[str]:
+    """What breaks the taxonomy in ``module`` (whose text is ``source``) and, for a
+    package, in its modules ``parts`` (each with its text)."""
     classes = error_classes(module)
     bases = [kind for kind in classes if kind.__bases__ == (StoreError,)]
     if len(bases) != 1:
@@ -95,11 +116,12 @@ def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
             problems.append(f"{kind.__name__} is both unavailable and configuration")
         if issubclass(kind, base) and kind.__mro__.index(base) > kind.__mro__.index(found):
             problems.append(f"{kind.__name__} lists its category before {base.__name__}")
-    namespace = vars(module)
-    for name in sorted(raised_names(source)):
-        value = namespace.get(name)
-        if value is base or value in GENERIC:
-            problems.append(f"{module.__name__} raises a bare {name}")
+    for part, text in ((module, source), *parts):
+        namespace = vars(part)
+        for name in sorted(raised_names(text)):
+            value = namespace.get(name)
+            if value is base or value in GENERIC:
+                problems.append(f"{part.__name__} raises a bare {name}")
     return problems
 
 
@@ -107,8 +129,23 @@ def taxonomy_problems(module: types.ModuleType, source: str) -> list[str]:
 def test_every_store_error_is_in_one_category_after_its_store_base(
     module: types.ModuleType,
 ) -> None:
-    assert taxonomy_problems(module, inspect.getsource(module)) == []
+    parts = [(part, inspect.getsource(part)) for part in package_modules(module)]
+    assert taxonomy_problems(module, inspect.getsource(module), parts) == []
     assert len(error_classes(module)) >= 4
+
+
+def test_the_checker_reads_each_module_of_a_package() -> None:
+    package = types.ModuleType("broken_package")
+    namespace = vars(package)
+    namespace.update(StoreError=StoreError, StoreUnavailableError=StoreUnavailableError)
+    exec("class A(StoreError): pass\nclass B(A, StoreUnavailableError): pass\n", namespace)
+    part = types.ModuleType("broken_package.driver")
+    vars(part).update(A=package.A)
+    source = "def f():\n    raise A('x')\n"
+    assert taxonomy_problems(package, "") == []
+    assert taxonomy_problems(package, "", [(part, source)]) == [
+        "broken_package.driver raises a bare A"
+    ]
 
 
 def test_the_injected_faults_of_the_harness_are_in_categories() -> None:
@@ -196,13 +233,13 @@ def test_postgres_failures_map_to_categories_by_sqlstate() -> None:
     """The mapping of a failed statement, checked on psycopg's own error classes (a
     refusal with an ERROR needs a server's answer: the PostgreSQL tests see it)."""
     lost = psycopg.OperationalError("the connection was lost")
-    assert type(postgres._operation_failure(lost, "create", write=True)) is (
+    assert type(postgres_errors.operation_failure(lost, "create", write=True)) is (
         postgres.PostgresOutcomeUnknownError
     )
-    assert category(type(postgres._operation_failure(lost, "get", write=False))) is (
+    assert category(type(postgres_errors.operation_failure(lost, "get", write=False))) is (
         StoreUnavailableError
     )
     denied = psycopg.errors.InsufficientPrivilege("denied")
-    assert category(type(postgres._operation_failure(denied, "get", write=False))) is (
+    assert category(type(postgres_errors.operation_failure(denied, "get", write=False))) is (
         StoreConfigurationError
     )

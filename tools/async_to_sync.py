@@ -38,6 +38,10 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/runner/drive_async.py",
         "src/tool_execution_checkpoint/runner/drive.py",
     ),
+    (
+        "src/tool_execution_checkpoint/stores/postgres/store_async.py",
+        "src/tool_execution_checkpoint/stores/postgres/store.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -54,6 +58,11 @@ RENAMES: Mapping[str, str] = {
     "_AwaitedStore": "_Store",
     "_AwaitedTool": "_Tool",
     "_AwaitedSend": "_Send",
+    # the PostgreSQL store
+    "AsyncPostgresStore": "PostgresStore",
+    "open_async_store": "open_store",
+    "AsyncConnectionPool": "ConnectionPool",
+    "AsyncConnection": "Connection",
 }
 """Each name that differs between the written module and its sync twin."""
 
