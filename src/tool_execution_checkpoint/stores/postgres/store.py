@@ -50,12 +50,12 @@ _T = TypeVar("_T")
 
 class PostgresStore:
     """A checkpoint store in a PostgreSQL table, over a psycopg_pool
-    :class:`~psycopg_pool.AsyncConnectionPool`: an
+    ``ConnectionPool``: an
     :class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`, whose operations
     are coroutines in the asyncio store. The store is safe to share between threads; an
     asyncio store belongs to one event loop, the one its first operation runs on (its
-    pool lives there). The layout, the statements and the durability of each write are described in
-    ``docs/stores/postgres.md``.
+    pool lives there). The layout, the statements and the durability of each write are
+    described in ``docs/stores/postgres.md``.
 
     Args:
         conninfo_or_pool: A ``postgresql://`` URL or libpq key=value string (the store
