@@ -68,43 +68,78 @@ def closed_error() -> PostgresNotAppliedError:
     return PostgresNotAppliedError("the store is closed")
 
 
+_CONNECT_REASONS: tuple[tuple[type[PostgresStoreError], tuple[tuple[str, ...], ...], str], ...] = (
+    (
+        PostgresConfigurationError,
+        (("authentication failed",),),
+        "authentication failed: check the role name and password in the URL",
+    ),
+    (
+        PostgresConfigurationError,
+        (("no password supplied",), ("password is required",)),
+        "the server wants a password and none was given: add it to the URL",
+    ),
+    (
+        PostgresConfigurationError,
+        (("no pg_hba.conf entry",),),
+        "pg_hba.conf has no entry for this client, role and database: ask the DBA",
+    ),
+    (
+        PostgresConfigurationError,
+        (("database", "does not exist"),),
+        "the database does not exist: create it or fix the database name",
+    ),
+    (
+        PostgresConfigurationError,
+        (("role", "does not exist"),),
+        "the role does not exist: create it or fix the role name",
+    ),
+    (
+        PostgresConfigurationError,
+        (("could not translate host name",), ("name or service not known",)),
+        "the host name does not resolve: fix the host",
+    ),
+    (
+        PostgresConfigurationError,
+        (("invalid", "port"), ("invalid", "option")),
+        "a connection option is invalid (for example the port): fix the URL",
+    ),
+    (
+        PostgresUnavailableError,
+        (("connection refused",),),
+        "connection refused: check that the server runs and the host and port",
+    ),
+    (
+        PostgresUnavailableError,
+        (("timeout",), ("timed out",)),
+        "connecting timed out: check the host, port and firewall",
+    ),
+    (
+        PostgresUnavailableError,
+        (("too many",), ("remaining connection slots",)),
+        "the server has no free connection slots: lower max_size or raise them",
+    ),
+)
+"""What a failed connection's libpq message means, first match wins: the error class,
+the words that say it (any of the alternatives, all words of one), and what to fix."""
+
+
 def connect_failure(error: BaseException, target: Target | None) -> PostgresStoreError:
-    """The error saying why a connection could not be made and what to fix; the raw
-    libpq text is shown only with the password blanked, and never for a string that does
-    not parse (libpq may quote it)."""
+    """The error saying why a connection could not be made and what to fix, by the first
+    of :data:`_CONNECT_REASONS` that libpq's message matches; for none,
+    PostgresUnavailableError with the message's first line, its password blanked. (A
+    string that does not parse never gets here: libpq's text could quote it.)"""
     where = target.describe() if target is not None else "PostgreSQL"
     text = str(error)
     lowered = text.lower()
-    kind: type[PostgresStoreError] = PostgresConfigurationError
-    if "password authentication failed" in lowered or "authentication failed" in lowered:
-        reason = "authentication failed: check the role name and password in the URL"
-    elif "no password supplied" in lowered or "password is required" in lowered:
-        reason = "the server wants a password and none was given: add it to the URL"
-    elif "no pg_hba.conf entry" in lowered:
-        reason = "pg_hba.conf has no entry for this client, role and database: ask the DBA"
-    elif "database" in lowered and "does not exist" in lowered:
-        reason = "the database does not exist: create it or fix the database name"
-    elif "role" in lowered and "does not exist" in lowered:
-        reason = "the role does not exist: create it or fix the role name"
-    elif "could not translate host name" in lowered or "name or service not known" in lowered:
-        reason = "the host name does not resolve: fix the host"
-    elif "invalid" in lowered and ("port" in lowered or "option" in lowered):
-        reason = "a connection option is invalid (for example the port): fix the URL"
-    else:
-        kind = PostgresUnavailableError
-        if "connection refused" in lowered:
-            reason = "connection refused: check that the server runs and the host and port"
-        elif "timeout" in lowered or "timed out" in lowered:
-            reason = "connecting timed out: check the host, port and firewall"
-        elif "too many" in lowered or "remaining connection slots" in lowered:
-            reason = "the server has no free connection slots: lower max_size or raise them"
-        else:
-            first = text.splitlines()[0] if text else type(error).__name__
-            password = target.password() if target is not None else None
-            if password:
-                first = first.replace(password, "***")
-            reason = f"{type(error).__name__}: {first}"
-    return kind(f"cannot connect to {where}: {reason}")
+    for kind, alternatives, reason in _CONNECT_REASONS:
+        if any(all(word in lowered for word in words) for words in alternatives):
+            return kind(f"cannot connect to {where}: {reason}")
+    first = text.splitlines()[0] if text else type(error).__name__
+    password = target.password() if target is not None else None
+    if password:
+        first = first.replace(password, "***")
+    return PostgresUnavailableError(f"cannot connect to {where}: {type(error).__name__}: {first}")
 
 
 def _server_refusal(error: psycopg.Error) -> str:
