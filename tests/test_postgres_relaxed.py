@@ -54,8 +54,8 @@ from tool_execution_checkpoint import (
     prune_result,
     release_delivery,
 )
-from tool_execution_checkpoint.stores import postgres
 from tool_execution_checkpoint.stores.postgres import AsyncPostgresStore, PostgresStore, open_url
+from tool_execution_checkpoint.stores.postgres.exchanges import Statement, swapping
 from tool_execution_checkpoint.table import TABLE
 from tool_execution_checkpoint.testing.conformance import leaks
 from tool_execution_checkpoint.transitions import Transition
@@ -587,8 +587,8 @@ def test_from_url_and_open_url_take_the_option(quiet_server: PostgresServer) -> 
 
 def _swap_query(store: PostgresStore | AsyncPostgresStore) -> bytes:
     """The statement a compare-and-swap would send (its exchange's first request)."""
-    request = next(store._swapping(*_relaxed_swap()))
-    assert isinstance(request, postgres._Statement)
+    request = next(swapping(store._sql, *_relaxed_swap(), relax=store._relax))
+    assert isinstance(request, Statement)
     return request.query
 
 

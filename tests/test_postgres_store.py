@@ -74,9 +74,12 @@ from tool_execution_checkpoint.stores.postgres import (
     PostgresStore,
     PostgresStoreError,
     PostgresUnavailableError,
+    exchanges,
     open_store,
     open_url,
 )
+from tool_execution_checkpoint.stores.postgres.exchanges import Setup, SetupStep
+from tool_execution_checkpoint.stores.postgres.sql import Statements
 from tool_execution_checkpoint.testing import (
     OperableStoreConformance,
     SyncStoreAdapter,
@@ -1389,6 +1392,56 @@ def test_a_closed_store_refuses_and_a_callers_pool_stays_open(postgres_url: str)
             borrowed.get(key)
         with pool.connection() as connection:
             assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_store_closed_during_its_first_use_closes_its_pool(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    driver: str,
+) -> None:
+    """close() waits for a setup under way (the setup lock), so the pool the setup opens
+    is closed, not left open behind a closed store."""
+    original = exchanges.setting_up
+
+    def slow(statements: Statements, *, durable: bool, create: bool) -> Setup:
+        yield SetupStep(((b"SELECT pg_sleep(0.5)", None),), False)
+        return (yield from original(statements, durable=durable, create=create))
+
+    monkeypatch.setattr(exchanges, "setting_up", slow)
+    outcomes: list[object] = []
+    if driver == "sync":
+        store = PostgresStore(postgres_url, table=fresh_table())
+
+        def first_use() -> None:
+            try:
+                outcomes.append(store.get("k"))
+            except PostgresStoreError as error:
+                outcomes.append(error)
+
+        thread = threading.Thread(target=first_use)
+        thread.start()
+        time.sleep(0.2)  # the setup is under way
+        store.close()
+        thread.join()
+        pool_closed = store._pool.closed
+    else:
+
+        async def scenario() -> bool:
+            store = AsyncPostgresStore(postgres_url, table=fresh_table())
+            first = asyncio.create_task(store.get("k"))
+            await asyncio.sleep(0.2)  # the setup is under way
+            await store.aclose()
+            try:
+                outcomes.append(await first)
+            except PostgresStoreError as error:
+                outcomes.append(error)
+            return store._pool.closed
+
+        pool_closed = asyncio.run(scenario())
+    assert pool_closed
+    assert len(outcomes) == 1
+    assert outcomes[0] is None or isinstance(outcomes[0], PostgresNotAppliedError)
 
 
 def test_a_callers_pool_without_autocommit_still_gets_one_statement_per_write(

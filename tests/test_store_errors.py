@@ -35,6 +35,7 @@ from tool_execution_checkpoint import (
 from tool_execution_checkpoint.records import Binding
 from tool_execution_checkpoint.stores import postgres, sqlite
 from tool_execution_checkpoint.stores import redis as redis_store
+from tool_execution_checkpoint.stores.postgres import errors as postgres_errors
 from tool_execution_checkpoint.stores.redis import RedisStore, RedisUnavailableError
 from tool_execution_checkpoint.testing import faults
 
@@ -132,6 +133,20 @@ def test_every_store_error_is_in_one_category_after_its_store_base(
     assert len(error_classes(module)) >= 4
 
 
+def test_the_checker_reads_each_module_of_a_package() -> None:
+    package = types.ModuleType("broken_package")
+    namespace = vars(package)
+    namespace.update(StoreError=StoreError, StoreUnavailableError=StoreUnavailableError)
+    exec("class A(StoreError): pass\nclass B(A, StoreUnavailableError): pass\n", namespace)
+    part = types.ModuleType("broken_package.driver")
+    vars(part).update(A=package.A)
+    source = "def f():\n    raise A('x')\n"
+    assert taxonomy_problems(package, [(package, "")]) == []
+    assert taxonomy_problems(package, [(package, ""), (part, source)]) == [
+        "broken_package.driver raises a bare A"
+    ]
+
+
 def test_the_injected_faults_of_the_harness_are_in_categories() -> None:
     assert category(faults.InjectedWriteError) is StoreNotAppliedError
     assert category(faults.InjectedAmbiguousWriteError) is OutcomeUnknownError
@@ -217,13 +232,13 @@ def test_postgres_failures_map_to_categories_by_sqlstate() -> None:
     """The mapping of a failed statement, checked on psycopg's own error classes (a
     refusal with an ERROR needs a server's answer: the PostgreSQL tests see it)."""
     lost = psycopg.OperationalError("the connection was lost")
-    assert type(postgres._operation_failure(lost, "create", write=True)) is (
+    assert type(postgres_errors.operation_failure(lost, "create", write=True)) is (
         postgres.PostgresOutcomeUnknownError
     )
-    assert category(type(postgres._operation_failure(lost, "get", write=False))) is (
+    assert category(type(postgres_errors.operation_failure(lost, "get", write=False))) is (
         StoreUnavailableError
     )
     denied = psycopg.errors.InsufficientPrivilege("denied")
-    assert category(type(postgres._operation_failure(denied, "get", write=False))) is (
+    assert category(type(postgres_errors.operation_failure(denied, "get", write=False))) is (
         StoreConfigurationError
     )

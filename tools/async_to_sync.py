@@ -62,6 +62,10 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/tool_execution_checkpoint/stores/redis/store_async.py",
         "src/tool_execution_checkpoint/stores/redis/store.py",
     ),
+    (
+        "src/tool_execution_checkpoint/stores/postgres/store_async.py",
+        "src/tool_execution_checkpoint/stores/postgres/store.py",
+    ),
 )
 """(written asyncio module, generated sync module), relative to the repository's root."""
 
@@ -98,6 +102,11 @@ RENAMES: Mapping[str, str] = {
     "redis.asyncio": "redis",
     "clients_async": "clients",
     "store_async": "store",
+    # the PostgreSQL store
+    "AsyncPostgresStore": "PostgresStore",
+    "open_async_store": "open_store",
+    "AsyncConnectionPool": "ConnectionPool",
+    "AsyncConnection": "Connection",
 }
 """Each name that differs between the written module and its sync twin."""
 
