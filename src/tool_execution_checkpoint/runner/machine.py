@@ -210,17 +210,9 @@ class HostProtocol:
         claim's own attempt, with this call's delivery claim; or leave the record."""
         record = state.record
         assert record is not None
-        assert record.execution is not None
         if isinstance(answer, Found | NotThere):
             try:
-                settle = complete_and_claim_delivery(
-                    record,
-                    attempt_id=record.execution.attempt_id,
-                    delivery_id=state.claim_id(),
-                    at=self.policy.clock(),
-                    result=answer.payload,
-                    max_payload_bytes=self.policy.max_payload_bytes,
-                )
+                settle = self.completion(state, record, answer.payload)
             except CheckpointError as error:
                 if error.code not in _UNSTORABLE:
                     raise
@@ -345,16 +337,8 @@ class HostProtocol:
     def store_result(self, state: CallState, result: Any, reason: str | None) -> Step:
         record = state.record
         assert record is not None
-        assert record.execution is not None
         try:
-            done = complete_and_claim_delivery(
-                record,
-                attempt_id=record.execution.attempt_id,
-                delivery_id=state.claim_id(),
-                at=self.policy.clock(),
-                result=result,
-                max_payload_bytes=self.policy.max_payload_bytes,
-            )
+            done = self.completion(state, record, result)
         except CheckpointError as error:
             if error.code not in _UNSTORABLE:
                 raise  # not the result's fault: a broken record or core is never hidden
@@ -362,6 +346,23 @@ class HostProtocol:
             return self.mark(state, why)
         state = state._replace(reason=reason, claims=state.claims + 1)
         return self.write(state, Phase.STORE, done)
+
+    def completion(self, state: CallState, record: Checkpoint, result: object) -> Transition:
+        """``record``'s execution completed with ``result`` for its own attempt, and its
+        delivery claimed with this call's next claim id.
+
+        Raises:
+            CheckpointError: as :func:`~.transitions.complete_and_claim_delivery`.
+        """
+        assert record.execution is not None
+        return complete_and_claim_delivery(
+            record,
+            attempt_id=record.execution.attempt_id,
+            delivery_id=state.claim_id(),
+            at=self.policy.clock(),
+            result=result,
+            max_payload_bytes=self.policy.max_payload_bytes,
+        )
 
     def mark(self, state: CallState, reason: str, *, reraise: bool = False) -> Step:
         record = state.record
@@ -385,18 +386,11 @@ class HostProtocol:
         return self.write(state._replace(reason=reason, reraise=True), Phase.GIVE_UP, release)
 
     def gave_up(self, state: CallState) -> Step:
-        assert state.pending is not None
-        state = state._replace(record=state.pending.next)
-        return self.finish(state, RunStatus.RELEASED, state.reason)
+        return self.finish_written(state, RunStatus.RELEASED)
 
     def give_up_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
-        if stored is not None:
-            state = state._replace(record=stored)
-        return self.finish(
-            state,
-            RunStatus.NEEDS_EXECUTION_RECONCILIATION,
-            "the record moved under this call's release",
-        )
+        why = "the record moved under this call's release"
+        return self.finish_on(state, stored, RunStatus.NEEDS_EXECUTION_RECONCILIATION, why)
 
     def give_up_unsettled(self, state: CallState) -> Step:
         return self.finish(
@@ -420,14 +414,7 @@ class HostProtocol:
             and execution is not None
             and state.owns(execution.attempt_id)
         ):
-            done = complete_and_claim_delivery(
-                stored,
-                attempt_id=execution.attempt_id,
-                delivery_id=state.claim_id(),
-                at=self.policy.clock(),
-                result=ours.payload,
-                max_payload_bytes=self.policy.max_payload_bytes,
-            )
+            done = self.completion(state, stored, ours.payload)
             state = state._replace(record=stored, claims=state.claims + 1)
             return self.write(state, Phase.STORE, done)
         theirs = stored.result if stored is not None else None
@@ -478,18 +465,14 @@ class HostProtocol:
         )
 
     def marked(self, state: CallState) -> Step:
-        assert state.pending is not None
-        state = state._replace(record=state.pending.next)
-        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
+        return self.finish_written(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION)
 
     def mark_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         """Only an operator moves a claim this call holds: a result it stored is the
         call's one answer, delivered; otherwise the record waits for reconciliation."""
         if stored is not None and stored.result is not None:
             return self.decide(state._replace(pending=None), stored)
-        if stored is not None:
-            state = state._replace(record=stored)
-        return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
+        return self.finish_on(state, stored, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
 
     def mark_unsettled(self, state: CallState) -> Step:
         return self.finish(state, RunStatus.NEEDS_EXECUTION_RECONCILIATION, state.reason)
@@ -529,24 +512,15 @@ class HostProtocol:
         )
 
     def delivered(self, state: CallState) -> Step:
-        assert state.pending is not None
-        state = state._replace(record=state.pending.next)
         done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
-        return self.finish(state, done, state.reason)
+        return self.finish_written(state, done)
 
     def released(self, state: CallState) -> Step:
-        assert state.pending is not None
-        state = state._replace(record=state.pending.next)
-        return self.finish(state, RunStatus.DELIVERY_FAILED, state.reason)
+        return self.finish_written(state, RunStatus.DELIVERY_FAILED)
 
     def finish_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
-        if stored is not None:
-            state = state._replace(record=stored)
-        return self.finish(
-            state,
-            RunStatus.NEEDS_DELIVERY_RECONCILIATION,
-            "the record moved under this call's delivery",
-        )
+        why = "the record moved under this call's delivery"
+        return self.finish_on(state, stored, RunStatus.NEEDS_DELIVERY_RECONCILIATION, why)
 
     def release_not_landed(self, state: CallState, stored: Checkpoint | None) -> Step:
         """Only an operator moves a delivery claim this call holds. One that confirmed a
@@ -554,8 +528,9 @@ class HostProtocol:
         outcome still carries it for the host to resend."""
         if stored is None or stored.status is not Status.DELIVERED:
             return self.finish_not_landed(state, stored)
-        state = state._replace(record=stored)
-        return self.finish(state, RunStatus.NEEDS_DELIVERY_RECONCILIATION, CONFIRMED_NOT_SENT)
+        return self.finish_on(
+            state, stored, RunStatus.NEEDS_DELIVERY_RECONCILIATION, CONFIRMED_NOT_SENT
+        )
 
     def finish_unsettled(self, state: CallState) -> Step:
         sent = state.phase is Phase.FINISH
@@ -578,6 +553,20 @@ class HostProtocol:
             reason = state.reason  # OVERTAKEN or VANISHED, set where the result was refused
         outcome = RunOutcome(status, state.ran, state.record, reason, unstored)
         return outcome, state._replace(phase=Phase.DONE, reason=reason, pending=None, writing=None)
+
+    def finish_written(self, state: CallState, status: RunStatus) -> Step:
+        """End the call on the record its pending write made (known to have landed), with
+        the reason the state carries."""
+        assert state.pending is not None
+        return self.finish(state._replace(record=state.pending.next), status, state.reason)
+
+    def finish_on(
+        self, state: CallState, stored: Checkpoint | None, status: RunStatus, reason: str | None
+    ) -> Step:
+        """End the call on the record read back (or the last one known, if none was)."""
+        if stored is not None:
+            state = state._replace(record=stored)
+        return self.finish(state, status, reason)
 
     def after_done(self, state: CallState, answer: Any) -> Step:
         del state, answer
