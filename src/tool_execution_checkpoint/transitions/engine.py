@@ -4,9 +4,7 @@ builder of the next record, and the functions that create, decide and validate a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any
 
 import icontract
 
@@ -23,7 +21,7 @@ from ..records import (
     present_mask,
     within_payload_limit,
 )
-from ..table import TABLE, Action, ComposedRule, Fence, Status, TransitionRule
+from ..table import TABLE, ComposedRule, Fence, TransitionRule
 from ..validation import check_max_payload_bytes, timestamp_argument
 from .postconditions import (
     CONTRACTS_ENABLED,
@@ -32,6 +30,7 @@ from .postconditions import (
     _decides_right,
     _decision_violation,
 )
+from .values import Decision, RecordLike, Timestamp, Transition
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -44,52 +43,12 @@ __all__ = [
     "validate_checkpoint",
 ]
 
-RecordLike: TypeAlias = Checkpoint | Mapping[str, Any]
-"""A record as a :class:`Checkpoint` or as the mapping loaded from storage (a
-:class:`~tool_execution_checkpoint.records.StoredRecord` from this package's stores)."""
-
-Timestamp: TypeAlias = str | datetime
-"""An RFC 3339 str, or a timezone-aware datetime."""
-
 DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 
 _REQUIRES_NULL = {name: mask_of_parts(rule.requires_null) for name, rule in RULES.items()}
 _MAX_REVISION = TABLE.limits.max_revision
 _KEPT: Any = object()
 """The default of a part :func:`_advance` keeps as the record holds it."""
-
-
-class Decision(NamedTuple):
-    """What a loaded record says to do for a binding: ``(action, status, revision,
-    checkpoint)``.
-
-    Attributes:
-        action: The recovery action of the record's status (``execute`` only for ready).
-        status: The record's status.
-        revision: The record's revision: the expected revision of the next transition.
-        checkpoint: The validated record, to pass on to the next transition.
-    """
-
-    action: Action
-    status: Status
-    revision: int
-    checkpoint: Checkpoint
-
-
-class Transition(NamedTuple):
-    """The result of a transition, ``(action, expected_revision, next)``: act on it only
-    after the store's compare-and-swap from ``expected_revision`` to ``next`` succeeded.
-
-    Attributes:
-        action: What a won swap grants: ``execute`` after claim_execution, ``deliver``
-            after claim_delivery, ``none`` after the others.
-        expected_revision: The revision the stored record must still have.
-        next: The record to store, at ``expected_revision + 1``.
-    """
-
-    action: Action
-    expected_revision: int
-    next: Checkpoint
 
 
 # --- the engine -------------------------------------------------------------------------

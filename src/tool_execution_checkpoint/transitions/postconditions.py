@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import icontract
 
-from .. import transitions  # the composed steps' parts, looked up when a check runs
 from ..errors import CheckpointError
 from ..records import Binding, Checkpoint
 from ..table import EXECUTABLE, TABLE, Action, ComposedRule, Status, TransitionRule
 
 if TYPE_CHECKING:
-    from .engine import Decision, Timestamp, Transition
+    from .values import Decision, Timestamp, Transition
 
 __all__ = ["CONTRACTS_ENABLED"]
 
@@ -39,6 +38,19 @@ RULES: Mapping[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TAB
 """The table's transitions and composed steps, by name."""
 
 _CLAIMED = frozenset({Status.EXECUTING, Status.UNCERTAIN})
+
+
+class _Parts:
+    """The steps a composed step is checked against: ``steps`` sets them once they are
+    defined (it imports this module first, so this module cannot import them)."""
+
+    create_checkpoint: Callable[..., Checkpoint]
+    claim_execution: Callable[..., Transition]
+    complete_execution: Callable[..., Transition]
+    claim_delivery: Callable[..., Transition]
+
+
+PARTS = _Parts()
 
 
 # --- the transitions ------------------------------------------------------------------------
@@ -312,8 +324,8 @@ def _decision_violation(result: Decision) -> icontract.ViolationError:
 
 
 def _created_claimed_by_parts(binding: Binding, attempt_id: str, at: Timestamp) -> Transition:
-    created = transitions.create_checkpoint(binding, created_at=at)
-    return transitions.claim_execution(created, attempt_id=attempt_id, at=at)
+    created = PARTS.create_checkpoint(binding, created_at=at)
+    return PARTS.claim_execution(created, attempt_id=attempt_id, at=at)
 
 
 def _creates_by_its_parts(
@@ -343,9 +355,9 @@ def _completed_and_claimed_by_parts(
     payload: object,
     max_payload_bytes: int,
 ) -> Transition:
-    done = transitions.complete_execution(
+    done = PARTS.complete_execution(
         before, attempt_id=attempt_id, at=at, result=payload, max_payload_bytes=max_payload_bytes
     )
-    return transitions.claim_delivery(
+    return PARTS.claim_delivery(
         done.next, delivery_id=delivery_id, at=at, max_payload_bytes=max_payload_bytes
     )

@@ -28,9 +28,11 @@ from .engine import (
     _advance,
     _guard,
     _load,
+    create_checkpoint,
 )
 from .postconditions import (
     CONTRACTS_ENABLED,
+    PARTS,
     RULES,
     _as_checkpoint,
     _claims_delivery_by_its_parts,
@@ -413,3 +415,9 @@ def _complete_and_claim_delivery(
         result=stored,
         delivery=checked_delivery(begun.delivery_id, begun.at),
     )
+
+
+PARTS.create_checkpoint = create_checkpoint
+PARTS.claim_execution = claim_execution
+PARTS.complete_execution = complete_execution
+PARTS.claim_delivery = claim_delivery
