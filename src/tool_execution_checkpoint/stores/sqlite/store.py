@@ -141,6 +141,21 @@ class SQLiteStore:
         """The store error ``error`` means for ``operation`` (see :func:`.errors.failure`)."""
         return failure(error, operation, self.path, self.busy_timeout)
 
+    def _read(self, operation: str, *queries: tuple[str, Sequence[object]]) -> list[list[Any]]:
+        """The rows of each read query, run in turn under the lock; a SQLite error is the
+        store error it means for ``operation``."""
+        with self._lock:
+            cursor = self._open_cursor()
+            try:
+                return [self._patiently(cursor, *query).fetchall() for query in queries]
+            except sqlite3.Error as error:
+                raise self._failure(error, operation) from error
+
+    def _row(self, operation: str, statement: str, key: str) -> Any:
+        """The one row ``statement`` reads for ``key``, or None when there is none."""
+        [rows] = self._read(operation, (statement, (key,)))
+        return rows[0] if rows else None
+
     @staticmethod
     def _commit(cursor: sqlite3.Cursor) -> None:
         cursor.execute("COMMIT")
@@ -223,12 +238,7 @@ class SQLiteStore:
         :func:`~tool_execution_checkpoint.stores.decode_stored`. The row was written by
         something else than this store; the error names no value."""
         check_key(key)
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                row = self._patiently(cursor, SELECT, (key,)).fetchone()
-            except sqlite3.Error as error:
-                raise self._failure(error, "get") from error
+        row = self._row("get", SELECT, key)
         if row is None:
             return None
         return decode_stored(stored_bytes(row[0]))
@@ -242,12 +252,7 @@ class SQLiteStore:
         column, or its record's when that is not an integer); None when no row is there
         or neither reads."""
         check_key(key)
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                row = self._patiently(cursor, SELECT_WRITTEN, (key,)).fetchone()
-            except sqlite3.Error as error:
-                raise self._failure(error, "written_us") from error
+        row = self._row("written_us", SELECT_WRITTEN, key)
         if row is None or type(row[0]) is int:
             return None if row is None else int(row[0])
         line = self._listed(key, None, row[1])
@@ -306,13 +311,9 @@ class SQLiteStore:
         (statement, parameters), (odd_statement, odd_parameters) = listing_queries(
             wanted, before, after, limit
         )
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                listed = self._patiently(cursor, statement, parameters).fetchall()
-                odd_rows = self._patiently(cursor, odd_statement, odd_parameters).fetchall()
-            except sqlite3.Error as error:
-                raise self._failure(error, "list_records") from error
+        listed, odd_rows = self._read(
+            "list_records", (statement, parameters), (odd_statement, odd_parameters)
+        )
         rows = {row[0]: summary(row) for row in listed}
         odd: dict[str, object] = dict(odd_rows)
         full = [page[-1][0] for page in (listed, odd_rows) if len(page) == limit]
@@ -326,12 +327,7 @@ class SQLiteStore:
         if columns is not None and record is None:
             return columns
         if record is None:
-            with self._lock:
-                cursor = self._open_cursor()
-                try:
-                    row = self._patiently(cursor, SELECT, (key,)).fetchone()
-                except sqlite3.Error as error:
-                    raise self._failure(error, "list_records") from error
+            row = self._row("list_records", SELECT, key)
             if row is None:
                 return None
             record = row[0]
