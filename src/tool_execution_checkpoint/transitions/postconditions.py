@@ -210,7 +210,7 @@ def _broken_delivery_claim(
     promise = _broken_promise(name, OLD.record, record, result)
     if promise is not None:
         return promise
-    parts = _completed_and_claimed_by_parts(OLD.record, **arguments)
+    parts = _completed_and_claimed_by_parts(OLD.record, arguments)
     if not _same_but_revision(result.next, parts.next):
         return "next is the record its parts make"
     return None
@@ -288,18 +288,17 @@ def _creation_violation(
     )
 
 
-def _completed_and_claimed_by_parts(
-    before: Checkpoint,
-    *,
-    attempt_id: str,
-    delivery_id: str,
-    at: Timestamp,
-    payload: object,
-    max_payload_bytes: int,
-) -> Transition:
+def _completed_and_claimed_by_parts(before: Checkpoint, arguments: Mapping[str, Any]) -> Transition:
+    """What complete_execution, then claim_delivery make of ``before`` with the keyword
+    ``arguments`` of complete_and_claim_delivery."""
+    at, ceiling = arguments["at"], arguments["max_payload_bytes"]
     done = transitions.complete_execution(
-        before, attempt_id=attempt_id, at=at, result=payload, max_payload_bytes=max_payload_bytes
+        before,
+        attempt_id=arguments["attempt_id"],
+        at=at,
+        result=arguments["payload"],
+        max_payload_bytes=ceiling,
     )
     return transitions.claim_delivery(
-        done.next, delivery_id=delivery_id, at=at, max_payload_bytes=max_payload_bytes
+        done.next, delivery_id=arguments["delivery_id"], at=at, max_payload_bytes=ceiling
     )
