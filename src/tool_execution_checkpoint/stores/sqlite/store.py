@@ -18,6 +18,7 @@ from ...records import Checkpoint
 from ...table import Status
 from ..core import (
     BrokenRecord,
+    EncodedRecord,
     RecordSummary,
     check_key,
     check_listing,
@@ -194,38 +195,15 @@ class SQLiteStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted. One ``INSERT ... ON CONFLICT(key) DO NOTHING``; never overwrites."""
-        encoded = encode_create(key, record)
-        record, binding = encoded.record, encoded.record.binding
-        parameters = (
-            key,
-            record.revision,
-            record.status.value,
-            binding.namespace,
-            binding.call_id,
-            record.updated_at,
-            encoded.updated_us,
-            encoded.text,
-        )
+        parameters = (key, *_columns(encode_create(key, record)))
         return self._write("create_if_absent", INSERT, parameters)
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the record under ``key`` with ``record`` if its stored revision is
         still ``expected_revision``; return whether it did. One
         ``UPDATE ... WHERE key = ? AND revision = ?``."""
-        encoded = encode_swap(key, expected_revision, record)
-        record, binding = encoded.record, encoded.record.binding
-        parameters = (
-            record.revision,
-            record.status.value,
-            binding.namespace,
-            binding.call_id,
-            record.updated_at,
-            encoded.updated_us,
-            encoded.text,
-            key,
-            expected_revision,
-        )
-        return self._write("compare_and_swap", UPDATE, parameters)
+        columns = _columns(encode_swap(key, expected_revision, record))
+        return self._write("compare_and_swap", UPDATE, (*columns, key, expected_revision))
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Return the record stored under ``key``, a fresh
@@ -354,6 +332,21 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def _columns(encoded: EncodedRecord) -> tuple[object, ...]:
+    """The values a write stores beside the key, in the order INSERT and UPDATE name them:
+    revision, status, namespace, call id, ``updatedAt``, its microseconds, the record."""
+    record, binding = encoded.record, encoded.record.binding
+    return (
+        record.revision,
+        record.status.value,
+        binding.namespace,
+        binding.call_id,
+        record.updated_at,
+        encoded.updated_us,
+        encoded.text,
+    )
 
 
 def open_url(url: str, *, busy_timeout: float | None = None, create: bool = True) -> SQLiteStore:
