@@ -16,13 +16,13 @@ from __future__ import annotations
 import enum
 import itertools
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .errors import ErrorCode
 
@@ -233,6 +233,19 @@ def _table(data: Mapping[str, object], key: str) -> Mapping[str, object]:
     return value
 
 
+def _rows(
+    data: Mapping[str, object], section: str, expected: set[str]
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """Each row of the table ``[section]``, which must be a table with exactly the keys
+    ``expected``: its name, the row, and where it stands (for messages)."""
+    for name, row in _table(data, section).items():
+        where = f"{section}.{name}"
+        if not isinstance(row, dict):
+            raise SpecError(f"[{where}] must be a table")
+        _keys(row, where, expected)
+        yield name, row, where
+
+
 def _keys(data: Mapping[str, object], where: str, expected: set[str]) -> None:
     if set(data) != expected:
         raise SpecError(f"{where} must have exactly the keys {sorted(expected)}")
@@ -270,11 +283,9 @@ def _enum(kind: type[_E], value: str, where: str) -> _E:
 
 def _load_statuses(data: Mapping[str, object]) -> dict[Status, StatusRule]:
     statuses: dict[Status, StatusRule] = {}
-    for name, row in _table(data, "statuses").items():
-        where = f"statuses.{name}"
-        if not isinstance(row, dict):
-            raise SpecError(f"[{where}] must be a table")
-        _keys(row, where, {"action", "terminal", "meaning", "required", "forbidden"})
+    for name, row, where in _rows(
+        data, "statuses", {"action", "terminal", "meaning", "required", "forbidden"}
+    ):
         required = frozenset(_strs(row, "required", where))
         forbidden = frozenset(_strs(row, "forbidden", where))
         if not (required | forbidden) <= NULLABLE_PARTS or required & forbidden:
@@ -297,25 +308,21 @@ def _load_statuses(data: Mapping[str, object]) -> dict[Status, StatusRule]:
 
 def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
     transitions: dict[str, TransitionRule] = {}
-    for name, row in _table(data, "transitions").items():
-        where = f"transitions.{name}"
-        if not isinstance(row, dict):
-            raise SpecError(f"[{where}] must be a table")
-        _keys(
-            row,
-            where,
-            {
-                "from",
-                "to",
-                "fence",
-                "requires_null",
-                "sets",
-                "clears",
-                "grants",
-                "durable",
-                "meaning",
-            },
-        )
+    for name, row, where in _rows(
+        data,
+        "transitions",
+        {
+            "from",
+            "to",
+            "fence",
+            "requires_null",
+            "sets",
+            "clears",
+            "grants",
+            "durable",
+            "meaning",
+        },
+    ):
         if not isinstance(row["durable"], bool):
             raise SpecError(f"{where}.durable must be a boolean")
         sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
@@ -348,11 +355,7 @@ def _load_composed(
 ) -> dict[str, ComposedRule]:
     """The composed steps, derived from their parts, which must chain."""
     composed: dict[str, ComposedRule] = {}
-    for name, row in _table(data, "composed").items():
-        where = f"composed.{name}"
-        if not isinstance(row, dict):
-            raise SpecError(f"[{where}] must be a table")
-        _keys(row, where, {"composes", "from", "meaning", "recovery"})
+    for name, row, where in _rows(data, "composed", {"composes", "from", "meaning", "recovery"}):
         names = _strs(row, "composes", where)
         creates = bool(names) and names[0] == CREATE
         parts = names[1:] if creates else names
@@ -403,11 +406,7 @@ def _relaxed_statuses(
 
 def _load_errors(data: Mapping[str, object]) -> dict[ErrorCode, ErrorRule]:
     errors: dict[ErrorCode, ErrorRule] = {}
-    for name, row in _table(data, "errors").items():
-        where = f"errors.{name}"
-        if not isinstance(row, dict):
-            raise SpecError(f"[{where}] must be a table")
-        _keys(row, where, {"meaning", "remedy"})
+    for name, row, where in _rows(data, "errors", {"meaning", "remedy"}):
         code = _enum(ErrorCode, name, where)
         errors[code] = ErrorRule(code, _str(row, "meaning", where), _str(row, "remedy", where))
     if set(errors) != set(ErrorCode):

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from ..errors import CheckpointError, ErrorCode
-from ..operations import ClaimTooYoung, NoRecord, RevisionMoved
+from ..operations import ClaimTooYoung, NoRecord, ReconciliationRefused, RevisionMoved
 from ..stores.core import StoreError
 from .common import EXIT_MEANINGS as EXIT_MEANINGS
 from .common import MAX_INPUT_BYTES as MAX_INPUT_BYTES
@@ -32,6 +33,14 @@ from .reading import format_age as format_age
 from .reading import inspect_record, list_records, show_record, spec
 
 __all__ = ["Exit", "main"]
+
+
+_REFUSALS: Final[Mapping[type[ReconciliationRefused], tuple[str, Exit]]] = {
+    NoRecord: ("", Exit.NO_RECORD),
+    RevisionMoved: ("; nothing was written", Exit.REVISION_MOVED),
+    ClaimTooYoung: ("; nothing was written", Exit.TOO_YOUNG),
+}
+"""What the message adds after a refused reconciliation's own text, and the exit code."""
 
 
 def _exit_for(error: CheckpointError) -> Exit:
@@ -82,15 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as error:
         print(f"tool-checkpoint: the store failed: {redact(str(error), hidden)}", file=sys.stderr)
         return Exit.STORE_FAILED
-    except NoRecord as error:
-        print(f"tool-checkpoint: {error}", file=sys.stderr)
-        return Exit.NO_RECORD
-    except RevisionMoved as error:
-        print(f"tool-checkpoint: {error}; nothing was written", file=sys.stderr)
-        return Exit.REVISION_MOVED
-    except ClaimTooYoung as error:
-        print(f"tool-checkpoint: {error}; nothing was written", file=sys.stderr)
-        return Exit.TOO_YOUNG
+    except (NoRecord, RevisionMoved, ClaimTooYoung) as error:
+        after, code = _REFUSALS[type(error)]
+        print(f"tool-checkpoint: {error}{after}", file=sys.stderr)
+        return code
     except CheckpointError as error:
         print(f"tool-checkpoint: {redact(str(error), hidden)}", file=sys.stderr)
         return _exit_for(error)

@@ -40,11 +40,10 @@ from ..transitions import (
     decide_checkpoint,
     release_delivery,
 )
-from .storm_worker import call_binding, load_factory, round_binding, run_worker, url_store
+from .storm_worker import NOW, call_binding, load_factory, round_binding, run_worker, url_store
 
 __all__ = ["ROUNDS", "KillStormReport", "kill_storm", "load_factory", "url_store"]
 
-NOW = "2026-01-01T00:00:00Z"
 _FINISHED = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 ROUNDS = 60
 """The kill storm's default number of rounds (see :func:`kill_storm`)."""

@@ -213,81 +213,35 @@ def _broken_creation(binding: Binding, transition: Transition, parts: Transition
 
 
 def _broken_delivery_claim(
-    *,
-    OLD: Any,
-    record: object,
-    attempt_id: str,
-    delivery_id: str,
-    at: Timestamp,
-    payload: object,
-    max_payload_bytes: int,
-    result: Transition,
+    OLD: Any, record: object, arguments: Mapping[str, Any], result: Transition
 ) -> str | None:
     """The first promise of complete_and_claim_delivery that ``result`` breaks, or None:
     every promise of a transition, and its next record is exactly the one its parts make
-    (complete_execution, then claim_delivery, with the same arguments)."""
+    (complete_execution, then claim_delivery, with the same keyword ``arguments``)."""
     name = "complete_and_claim_delivery"
     promise = _broken_promise(name, OLD.record, record, result)
     if promise is not None:
         return promise
-    parts = _completed_and_claimed_by_parts(
-        OLD.record,
-        attempt_id=attempt_id,
-        delivery_id=delivery_id,
-        at=at,
-        payload=payload,
-        max_payload_bytes=max_payload_bytes,
-    )
+    parts = _completed_and_claimed_by_parts(OLD.record, arguments)
     if not _same_but_revision(result.next, parts.next):
         return "next is the record its parts make"
     return None
 
 
+# icontract hands a condition the call's keyword arguments as ``_KWARGS``: the composed
+# step takes all but ``record`` by keyword.
+
+
 def _claims_delivery_by_its_parts(
-    *,
-    OLD: Any,
-    record: object,
-    attempt_id: str,
-    delivery_id: str,
-    at: Timestamp,
-    payload: object,
-    max_payload_bytes: int,
-    result: Transition,
+    OLD: Any, record: object, _KWARGS: Mapping[str, Any], result: Transition
 ) -> bool:
-    broken = _broken_delivery_claim(
-        OLD=OLD,
-        record=record,
-        attempt_id=attempt_id,
-        delivery_id=delivery_id,
-        at=at,
-        payload=payload,
-        max_payload_bytes=max_payload_bytes,
-        result=result,
-    )
-    return broken is None
+    return _broken_delivery_claim(OLD, record, _KWARGS, result) is None
 
 
 def _delivery_claim_violation(
-    *,
-    OLD: Any,
-    record: object,
-    attempt_id: str,
-    delivery_id: str,
-    at: Timestamp,
-    payload: object,
-    max_payload_bytes: int,
-    result: Transition,
+    OLD: Any, record: object, _KWARGS: Mapping[str, Any], result: Transition
 ) -> icontract.ViolationError:
-    broken = _broken_delivery_claim(
-        OLD=OLD,
-        record=record,
-        attempt_id=attempt_id,
-        delivery_id=delivery_id,
-        at=at,
-        payload=payload,
-        max_payload_bytes=max_payload_bytes,
-        result=result,
-    )
+    broken = _broken_delivery_claim(OLD, record, _KWARGS, result)
     return icontract.ViolationError(f"complete_and_claim_delivery broke a promise: {broken}")
 
 
@@ -346,18 +300,17 @@ def _creation_violation(
     )
 
 
-def _completed_and_claimed_by_parts(
-    before: Checkpoint,
-    *,
-    attempt_id: str,
-    delivery_id: str,
-    at: Timestamp,
-    payload: object,
-    max_payload_bytes: int,
-) -> Transition:
+def _completed_and_claimed_by_parts(before: Checkpoint, arguments: Mapping[str, Any]) -> Transition:
+    """What complete_execution, then claim_delivery make of ``before`` with the keyword
+    ``arguments`` of complete_and_claim_delivery."""
+    at, ceiling = arguments["at"], arguments["max_payload_bytes"]
     done = PARTS.complete_execution(
-        before, attempt_id=attempt_id, at=at, result=payload, max_payload_bytes=max_payload_bytes
+        before,
+        attempt_id=arguments["attempt_id"],
+        at=at,
+        result=arguments["payload"],
+        max_payload_bytes=ceiling,
     )
     return PARTS.claim_delivery(
-        done.next, delivery_id=delivery_id, at=at, max_payload_bytes=max_payload_bytes
+        done.next, delivery_id=arguments["delivery_id"], at=at, max_payload_bytes=ceiling
     )

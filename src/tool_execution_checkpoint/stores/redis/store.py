@@ -507,14 +507,22 @@ class RedisStore:
             try:
                 cluster.nodes_manager.initialize()
             except Exception as error:  # redis-py's message may quote the URL
-                failure = cluster_start_failure(error, self._where, self._connect_timeout_s)
-                if failure is None:
-                    raise
+                failure = self._start_failure(error)
             if failure is not None:
                 raise failure
             self._mapped = True
             self._stale = False
         return cluster
+
+    def _start_failure(self, error: Exception) -> StoreError:
+        """The store error for ``error``, raised while reading the slot map; ``error``
+        itself is raised again when it is not a Redis, cluster or OS error. The caller
+        raises the store error after its ``except`` block, so that no chain holds
+        ``error`` (whose message may quote the URL)."""
+        failure = cluster_start_failure(error, self._where, self._connect_timeout_s)
+        if failure is None:
+            raise error
+        return failure
 
     def _built(self) -> Cluster:
         """The cluster client; the synchronous store builds it (which reads the slot map)
@@ -526,9 +534,7 @@ class RedisStore:
                     try:
                         self._client = self._build()
                     except Exception as error:  # redis-py's message may quote the URL
-                        failure = cluster_start_failure(error, self._where, self._connect_timeout_s)
-                        if failure is None:
-                            raise
+                        failure = self._start_failure(error)
                     if failure is not None:
                         raise failure
         return cast(Cluster, self._client)

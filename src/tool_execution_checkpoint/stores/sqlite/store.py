@@ -18,6 +18,7 @@ from ...records import Checkpoint
 from ...table import Status
 from ..core import (
     BrokenRecord,
+    EncodedRecord,
     RecordSummary,
     check_key,
     check_listing,
@@ -141,6 +142,21 @@ class SQLiteStore:
         """The store error ``error`` means for ``operation`` (see :func:`.errors.failure`)."""
         return failure(error, operation, self.path, self.busy_timeout)
 
+    def _read(self, operation: str, *queries: tuple[str, Sequence[object]]) -> list[list[Any]]:
+        """The rows of each read query, run in turn under the lock; a SQLite error is the
+        store error it means for ``operation``."""
+        with self._lock:
+            cursor = self._open_cursor()
+            try:
+                return [self._patiently(cursor, *query).fetchall() for query in queries]
+            except sqlite3.Error as error:
+                raise self._failure(error, operation) from error
+
+    def _row(self, operation: str, statement: str, key: str) -> Any:
+        """The one row ``statement`` reads for ``key``, or None when there is none."""
+        [rows] = self._read(operation, (statement, (key,)))
+        return rows[0] if rows else None
+
     @staticmethod
     def _commit(cursor: sqlite3.Cursor) -> None:
         cursor.execute("COMMIT")
@@ -179,38 +195,15 @@ class SQLiteStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted. One ``INSERT ... ON CONFLICT(key) DO NOTHING``; never overwrites."""
-        encoded = encode_create(key, record)
-        record, binding = encoded.record, encoded.record.binding
-        parameters = (
-            key,
-            record.revision,
-            record.status.value,
-            binding.namespace,
-            binding.call_id,
-            record.updated_at,
-            encoded.updated_us,
-            encoded.text,
-        )
+        parameters = (key, *_columns(encode_create(key, record)))
         return self._write("create_if_absent", INSERT, parameters)
 
     def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         """Replace the record under ``key`` with ``record`` if its stored revision is
         still ``expected_revision``; return whether it did. One
         ``UPDATE ... WHERE key = ? AND revision = ?``."""
-        encoded = encode_swap(key, expected_revision, record)
-        record, binding = encoded.record, encoded.record.binding
-        parameters = (
-            record.revision,
-            record.status.value,
-            binding.namespace,
-            binding.call_id,
-            record.updated_at,
-            encoded.updated_us,
-            encoded.text,
-            key,
-            expected_revision,
-        )
-        return self._write("compare_and_swap", UPDATE, parameters)
+        columns = _columns(encode_swap(key, expected_revision, record))
+        return self._write("compare_and_swap", UPDATE, (*columns, key, expected_revision))
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Return the record stored under ``key``, a fresh
@@ -223,12 +216,7 @@ class SQLiteStore:
         :func:`~tool_execution_checkpoint.stores.decode_stored`. The row was written by
         something else than this store; the error names no value."""
         check_key(key)
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                row = self._patiently(cursor, SELECT, (key,)).fetchone()
-            except sqlite3.Error as error:
-                raise self._failure(error, "get") from error
+        row = self._row("get", SELECT, key)
         if row is None:
             return None
         return decode_stored(stored_bytes(row[0]))
@@ -242,12 +230,7 @@ class SQLiteStore:
         column, or its record's when that is not an integer); None when no row is there
         or neither reads."""
         check_key(key)
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                row = self._patiently(cursor, SELECT_WRITTEN, (key,)).fetchone()
-            except sqlite3.Error as error:
-                raise self._failure(error, "written_us") from error
+        row = self._row("written_us", SELECT_WRITTEN, key)
         if row is None or type(row[0]) is int:
             return None if row is None else int(row[0])
         line = self._listed(key, None, row[1])
@@ -306,13 +289,9 @@ class SQLiteStore:
         (statement, parameters), (odd_statement, odd_parameters) = listing_queries(
             wanted, before, after, limit
         )
-        with self._lock:
-            cursor = self._open_cursor()
-            try:
-                listed = self._patiently(cursor, statement, parameters).fetchall()
-                odd_rows = self._patiently(cursor, odd_statement, odd_parameters).fetchall()
-            except sqlite3.Error as error:
-                raise self._failure(error, "list_records") from error
+        listed, odd_rows = self._read(
+            "list_records", (statement, parameters), (odd_statement, odd_parameters)
+        )
         rows = {row[0]: summary(row) for row in listed}
         odd: dict[str, object] = dict(odd_rows)
         full = [page[-1][0] for page in (listed, odd_rows) if len(page) == limit]
@@ -326,12 +305,7 @@ class SQLiteStore:
         if columns is not None and record is None:
             return columns
         if record is None:
-            with self._lock:
-                cursor = self._open_cursor()
-                try:
-                    row = self._patiently(cursor, SELECT, (key,)).fetchone()
-                except sqlite3.Error as error:
-                    raise self._failure(error, "list_records") from error
+            row = self._row("list_records", SELECT, key)
             if row is None:
                 return None
             record = row[0]
@@ -358,6 +332,21 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def _columns(encoded: EncodedRecord) -> tuple[object, ...]:
+    """The values a write stores beside the key, in the order INSERT and UPDATE name them:
+    revision, status, namespace, call id, ``updatedAt``, its microseconds, the record."""
+    record, binding = encoded.record, encoded.record.binding
+    return (
+        record.revision,
+        record.status.value,
+        binding.namespace,
+        binding.call_id,
+        record.updated_at,
+        encoded.updated_us,
+        encoded.text,
+    )
 
 
 def open_url(url: str, *, busy_timeout: float | None = None, create: bool = True) -> SQLiteStore:

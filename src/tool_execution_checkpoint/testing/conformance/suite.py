@@ -11,7 +11,7 @@ from typing import Any, ClassVar, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...errors import CheckpointError, ErrorCode
 from ...records import Binding, Checkpoint
@@ -382,15 +382,11 @@ class StoreConformance:
         machine = contract_machine(
             self._store, operable=self._operable, max_payload_bytes=self.payload_ceiling_bytes
         )
-        run_state_machine_as_test(
+        _run_machine(
             machine,
-            settings=settings(
-                max_examples=self.contract_examples or profile.contract_examples,
-                stateful_step_count=self.contract_steps or profile.contract_steps,
-                deadline=None,
-                report_multiple_bugs=False,
-                suppress_health_check=list(HealthCheck),
-            ),
+            self.contract_examples or profile.contract_examples,
+            self.contract_steps or profile.contract_steps,
+            list(HealthCheck),
         )
 
     # --- the model-based harness and real threads ------------------------------------------
@@ -404,15 +400,11 @@ class StoreConformance:
             faults=self.harness_faults,
             base=self.harness_base,
         )
-        run_state_machine_as_test(
+        _run_machine(
             machine,
-            settings=settings(
-                max_examples=self.harness_examples or profile.max_examples,
-                stateful_step_count=self.harness_steps or profile.stateful_step_count,
-                deadline=None,
-                report_multiple_bugs=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            ),
+            self.harness_examples or profile.max_examples,
+            self.harness_steps or profile.stateful_step_count,
+            [HealthCheck.too_slow, HealthCheck.filter_too_much],
         )
 
     def test_threaded_stress_runs_each_tool_at_most_once(self) -> None:
@@ -420,6 +412,22 @@ class StoreConformance:
         assert max(report.executions.values()) == 1, "a tool ran more than once"
         assert len(report.executions) == self.stress_keys
         assert max(report.deliveries.values()) == 1
+
+
+def _run_machine(
+    machine: type[RuleBasedStateMachine], examples: int, steps: int, suppress: list[HealthCheck]
+) -> None:
+    """Run a state machine as a test, with no deadline and the first bug reported."""
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            report_multiple_bugs=False,
+            suppress_health_check=suppress,
+        ),
+    )
 
 
 def _reads_back(store: CheckpointStore, key: str, record: Checkpoint, what: str) -> None:
