@@ -44,7 +44,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     "decide says execute for a claimed record": (
         ENGINE,
         "        action=TABLE.statuses[checkpoint.status].action,",
-        "        action=Action.EXECUTE if checkpoint.status is Status.EXECUTING"
+        '        action=TABLE.statuses["ready"].action if checkpoint.status == "executing"'
         " else TABLE.statuses[checkpoint.status].action,",
     ),
     "an uncertain execution goes back to ready": (
