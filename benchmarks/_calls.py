@@ -9,25 +9,33 @@ caller got the result.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import redis
 from _drive import PAYLOAD, Ran
 from _raw import raw_binding, raw_lifecycle
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
+from aws_lambda_powertools.utilities.idempotency import (
+    IdempotencyConfig,
+    idempotent,
+    idempotent_function,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence.redis import (
     RedisCachePersistenceLayer,
 )
 from idemkit import MethodConfig, idempotent_sync
 from idemkit import idempotent as idemkit_async
 
-from tool_execution_checkpoint import Binding, RunStatus, run_once, run_once_async
+from tool_execution_checkpoint import Binding, RunStatus, checkpointed, run_once, run_once_async
 
 __all__ = [
+    "guard_async",
+    "guard_sync",
     "idemkit_async_call",
     "idemkit_sync_call",
     "powertools_call",
+    "powertools_function_call",
     "raw_writes",
     "tec_async",
     "tec_sync",
@@ -75,6 +83,39 @@ def tec_async(store: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
         outcome = await run_once_async(store, _binding(job), tool, deliver)
         if outcome.status is not RunStatus.EXECUTED_AND_DELIVERED or delivered != [PAYLOAD]:
             raise AssertionError(f"run_once_async: {outcome.status}")
+
+    return call
+
+
+def _job_id(bound: inspect.BoundArguments) -> str:
+    return str(bound.arguments["job"])
+
+
+def guard_sync(store: Any, ran: Ran) -> Callable[[str], None]:
+    """The one-line guard as a user writes it: ``@checkpointed`` on the tool, the job id
+    as the call id (what a framework's tool-call id is)."""
+
+    @checkpointed(store, namespace="bench", name="tool", call_id=_job_id)
+    def tool(job: str) -> dict[str, Any]:
+        return ran(job)
+
+    def call(job: str) -> None:
+        if tool(job) != PAYLOAD:
+            raise AssertionError("@checkpointed returned another result")
+
+    return call
+
+
+def guard_async(store: Any, ran: Ran) -> Callable[[str], Awaitable[None]]:
+    """:func:`guard_sync` on an async tool and an async store."""
+
+    @checkpointed(store, namespace="bench", name="tool", call_id=_job_id)
+    async def tool(job: str) -> dict[str, Any]:
+        return ran(job)
+
+    async def call(job: str) -> None:
+        if await tool(job) != PAYLOAD:
+            raise AssertionError("@checkpointed returned another result")
 
     return call
 
@@ -154,6 +195,27 @@ def powertools_call(client: redis.Redis, ran: Ran) -> Callable[[str], None]:
 
     def call(job: str) -> None:
         if handler({"job": job}, context) != PAYLOAD:
+            raise AssertionError("powertools returned another result")
+
+    return call
+
+
+def powertools_function_call(client: redis.Redis, ran: Ran) -> Callable[[str], None]:
+    """powertools' decorator for any function (``idempotent_function``), keyed by the
+    ``job`` keyword argument."""
+    layer = RedisCachePersistenceLayer(client=cast(Any, client))
+    config = IdempotencyConfig(event_key_jmespath="job")
+
+    def run(request: dict[str, Any]) -> dict[str, Any]:
+        return ran(request["job"])
+
+    guard = idempotent_function(
+        data_keyword_argument="request", persistence_store=layer, config=config
+    )
+    tool = cast(Callable[..., dict[str, Any]], guard(run))
+
+    def call(job: str) -> None:
+        if tool(request={"job": job}) != PAYLOAD:
             raise AssertionError("powertools returned another result")
 
     return call

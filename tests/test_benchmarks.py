@@ -177,6 +177,9 @@ PEER_SUBJECTS = {
     "postgres": [
         "run_once.postgresstore",
         "run_once_async.asyncpostgresstore",
+        "@checkpointed.postgresstore",
+        "@checkpointed_async.asyncpostgresstore",
+        "best_guard",
         "idemkit_sync",
         "idemkit_async",
         "the_same_three_writes.raw",
@@ -185,9 +188,13 @@ PEER_SUBJECTS = {
     "redis": [
         "run_once.redisstore",
         "run_once_async.asyncredisstore",
+        "@checkpointed.redisstore",
+        "@checkpointed_async.asyncredisstore",
+        "best_guard",
         "idemkit_sync",
         "idemkit_async",
-        "powertools",
+        "powertools_idempotent",
+        "powertools_idempotent_function",
         "the_same_three_writes.raw",
         "the_first_two_writes.raw",
     ],
@@ -195,9 +202,48 @@ PEER_SUBJECTS = {
 PEER_WORKERS = {"1_worker": "µs", "8_workers": "calls/s"}
 
 
+def _check_peer_figure(key: str, figure: dict[str, Any], peers: dict[str, Any], out: str) -> None:
+    """One figure of the peers' quick run: its unit, target, baseline and counts."""
+    server, workers = key.split(".")[1:3]
+    role = figure["details"]["role"]
+    target = {"runner": {"postgres": 1.0, "redis": 1.10}[server], "guard": 1.0}.get(role)
+    assert figure["unit"] == PEER_WORKERS[workers]
+    assert figure["label"] in out
+    for field in ("value", "baseline", "ratio"):
+        assert _positive(figure[field]), (key, field, figure[field])
+    assert figure["target"] == target
+    assert figure["passed"] is (None if target is None else figure["ratio"] <= target)
+    timing = peers[server]["workers"][workers.split("_")[0]]
+    name = figure["details"]["subject"]
+    if role == "guard" and not key.endswith("best_guard"):
+        # A guard row against the fastest peer of its own kind (sync or async).
+        fastest = timing["fastest_peer_of_kind"][timing["kind"][name]]
+        assert timing["kind"][fastest] == timing["kind"][name]
+    else:
+        fastest = timing["fastest_peer"]
+    assert figure["baseline_label"] == fastest
+    assert timing["role"][fastest] == "peer"
+    details = figure["details"]
+    assert details["library"] == timing["library"][name]
+    assert _positive(details["round_trips_per_call"])
+    assert _positive(details["cpu_us_per_call"])
+    if server == "postgres":
+        assert _positive(details["write_transactions_per_call"])
+        assert _positive(details["wal_fsyncs_per_call"])
+        assert "WAL fsync" in figure["label"]
+    else:
+        assert _positive(details["write_commands_per_call"])
+        fsyncs = details["fsyncs_per_call"]
+        assert _positive(fsyncs) or (fsyncs is None and details["fsyncs_not_counted"])
+    if target is not None:
+        assert details["missed_by"] == pytest.approx(max(figure["ratio"] - target, 0), abs=1e-3)
+
+
 def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path: Path) -> None:
     """``run_all.py --quick --only peers``: every subject at 1 and 8 workers on both
-    servers, a target on this library's rows only, the fastest peer as the baseline, and
+    servers, a target on this library's rows only (a runner row against the fastest peer,
+    a guard row against the fastest peer of its kind, the best guard row against the
+    fastest peer), and
     beside each row the counts measured in the run (round trips; write transactions and
     WAL fsyncs on PostgreSQL; write commands and fsyncs on Redis), with the library's
     defaults (contracts off) although run_all's interpreter has them on."""
@@ -232,32 +278,17 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
     peers = document["peers"]
     assert peers["contracts_enabled"] is False
     for key, figure in figures.items():
-        server, workers = key.split(".")[1:3]
-        mine = figure["details"]["library"] == "this library"
-        assert figure["unit"] == PEER_WORKERS[workers]
-        assert figure["label"] in done.stdout
-        for field in ("value", "baseline", "ratio"):
-            assert _positive(figure[field]), (key, field, figure[field])
-        assert figure["target"] == (1.0 if mine else None)
-        assert figure["passed"] is (None if not mine else figure["ratio"] <= 1.0)
-        timing = peers[server]["workers"][workers.split("_")[0]]
-        assert figure["baseline_label"] == timing["fastest_peer"]
-        assert timing["library"][timing["fastest_peer"]] not in ("this library", "no library")
-        details = figure["details"]
-        assert _positive(details["round_trips_per_call"])
-        assert _positive(details["cpu_us_per_call"])
-        if server == "postgres":
-            assert _positive(details["write_transactions_per_call"])
-            assert _positive(details["wal_fsyncs_per_call"])
-            assert "WAL fsync" in figure["label"]
-        else:
-            assert _positive(details["write_commands_per_call"])
-            fsyncs = details["fsyncs_per_call"]
-            assert _positive(fsyncs) or (fsyncs is None and details["fsyncs_not_counted"])
-        if mine:
-            assert details["missed_by"] == pytest.approx(max(figure["ratio"] - 1.0, 0), abs=1e-3)
+        _check_peer_figure(key, figure, peers, done.stdout)
+    for server in PEER_SUBJECTS:
+        for workers in PEER_WORKERS:
+            # The best guard row is the guard row nearest the fastest peer of any kind.
+            timing = peers[server]["workers"][workers.split("_")[0]]
+            guards = [n for n, role in timing["role"].items() if role == "guard"]
+            ratios = {n: timing["ratio_to_fastest_peer"][n] for n in guards}
+            best = figures[f"peers.{server}.{workers}.best_guard"]
+            assert best["ratio"] == min(ratios.values())
     library_rows = [f for f in figures.values() if f["target"] is not None]
-    assert len(library_rows) == 8
+    assert len(library_rows) == 20
     # The floor rows: the very writes run_once sends, the same count of each, and the
     # first two of them, one round trip fewer.
     for server, writes in (
