@@ -286,7 +286,7 @@ sys.meta_path.insert(0, Block())
 from tool_execution_checkpoint import CheckpointError, open_store
 open_store("memory:")
 open_store("sqlite://{tmp_path}/core.db").close()
-from tool_execution_checkpoint.stores import is_store_url, store_options
+from tool_execution_checkpoint.stores.opening import is_store_url, store_options
 for url, extra in (("postgresql://u:{SECRET}@h/d", "postgres"), ("redis://:{SECRET}@h/0", "redis")):
     assert is_store_url(url)
     attempts = (lambda: open_store(url), lambda: open_store(url, x=1), lambda: store_options(url))

@@ -24,6 +24,18 @@ usually takes, longer than the timeouts agent frameworks give a tool, and short 
 that every call in the stuck-call report (``list --older-than 1h``) can be settled. Pass
 ``min_age_us=0`` to act at once on a claim whose worker is known to be gone. The age is
 the last write's, so a record just marked uncertain waits again (or takes 0).
+
+**Errors.** Every reconciliation checks its arguments before it reads the store, and
+raises, writing nothing:
+
+- :class:`RevisionMoved` when the record is not, or no longer, at ``expected_revision``;
+  :class:`NoRecord` when nothing is stored under the key; :class:`ClaimTooYoung` when the
+  record was last written less than ``min_age_us`` ago (not even a dry run proceeds);
+- :class:`~tool_execution_checkpoint.CheckpointError`: INVALID_ARGUMENT for a bad key,
+  revision, ``at``, ``min_age_us`` or argument of its own; INVALID_TRANSITION from a
+  status the table's transition does not leave from; every error of :func:`read_record`
+  for a broken stored record;
+- the store's errors (after a write, read the record back).
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from .errors import CheckpointError, ErrorCode
 from .pruning import PruneReport, prune_delivered
 from .records import Checkpoint, Result
 from .stores.core import CheckpointStore, OperableCheckpointStore, check_key
-from .table import TABLE
+from .table import TABLE, Fence
 from .transitions import (
     Timestamp,
     Transition,
@@ -193,21 +205,41 @@ def record_age_us(store: CheckpointStore, key: str, record: Checkpoint, *, at: s
     return timestamp_microseconds(at) - timestamp_microseconds(record.updated_at)
 
 
+def _owner(record: Checkpoint, fence: Fence) -> dict[str, str]:
+    """The stored claim id that ``fence`` checks, as the transition's keyword argument:
+    the operator acts on behalf of the claim's owner."""
+    if fence is Fence.ATTEMPT_ID:
+        assert record.execution is not None  # executing and uncertain records hold it
+        return {"attempt_id": record.execution.attempt_id}
+    assert record.delivery is not None  # a delivering record holds it
+    return {"delivery_id": record.delivery.delivery_id}
+
+
+_TAKES: dict[str, Callable[..., Transition]] = {
+    "complete_execution": complete_execution,
+    "mark_execution_uncertain": mark_execution_uncertain,
+    "release_delivery": release_delivery,
+    "complete_delivery": complete_delivery,
+}
+"""The table's transitions an operator may take, by name."""
+
+
 def _settle(
     store: CheckpointStore,
     key: str,
+    name: str,
     *,
     expected_revision: int,
+    at: Timestamp,
     dry_run: bool,
-    name: str,
-    step: Callable[[Checkpoint], Transition],
     min_age_us: int,
-    at: str,
+    **given: object,
 ) -> Reconciliation:
     """Read the record, refuse it unless it is at ``expected_revision``, in a status the
     table's transition ``name`` leaves from and last written at least ``min_age_us`` ago,
-    take the transition with ``step`` and, unless ``dry_run``, write it by
-    compare-and-swap."""
+    take the transition with the stored claim id and ``given`` (its other arguments,
+    checked by the caller) and, unless ``dry_run``, write it by compare-and-swap."""
+    when = timestamp_argument(at, "at")
     expected = _revision(expected_revision)
     least = _min_age(min_age_us)
     check_key(key)
@@ -221,24 +253,15 @@ def _settle(
             f"{name} leaves from {', '.join(rule.sources)}, not from {before.status}",
             field="status",
         )
-    if least > 0 and (age := record_age_us(store, key, before, at=at)) < least:
+    if least > 0 and (age := record_age_us(store, key, before, at=when)) < least:
         raise ClaimTooYoung(age, least)
-    transition = step(before)
+    arguments = {"max_payload_bytes": _CEILING, **given, **_owner(before, rule.fence)}
+    transition = _TAKES[name](before, at=when, **arguments)
     if not dry_run and not store.compare_and_swap(
         key, transition.expected_revision, transition.next
     ):
         raise RevisionMoved(expected, None)
     return Reconciliation(name, before, transition.next, not dry_run)
-
-
-def _attempt_id(record: Checkpoint) -> str:
-    assert record.execution is not None  # executing and uncertain records hold it
-    return record.execution.attempt_id
-
-
-def _delivery_id(record: Checkpoint) -> str:
-    assert record.delivery is not None  # a delivering record holds it
-    return record.delivery.delivery_id
 
 
 def complete_stuck_execution(
@@ -255,39 +278,23 @@ def complete_stuck_execution(
     """Complete an executing or uncertain record with ``result``: the exact JSON payload
     to deliver, either the tool's result found in its own system or an error payload
     (for example ``{"error": {"type": "Unknown"}}``) when the outcome cannot be found.
-    The stored attempt id finishes the claim on behalf of its dead owner; the tool is
-    never run. The next delivery claim sends ``result``.
-
-    Raises:
-        RevisionMoved: The record is not, or no longer, at ``expected_revision``.
-        NoRecord: Nothing is stored under ``key``.
-        ClaimTooYoung: The record was last written less than ``min_age_us`` ago (see
-            the module docstring); nothing is written, not even for a dry run.
-        CheckpointError: PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED for a bad ``result``
-            (checked before the store is read; field ``payload``); INVALID_ARGUMENT for
-            a bad key, revision, ``at``, ``max_payload_bytes`` or ``min_age_us``;
-            INVALID_TRANSITION
-            from a status other than executing or uncertain; every error of
-            :func:`read_record` for a broken stored record.
-        StoreError: The store failed; after a write, read the record back.
+    The tool is never run; the next delivery claim sends ``result``. A bad ``result``
+    (PAYLOAD_NOT_JSON or PAYLOAD_LIMIT_EXCEEDED, field ``payload``) or
+    ``max_payload_bytes`` is refused before the store is read; the other errors are
+    every reconciliation's (see the module docstring).
     """
     when = timestamp_argument(at, "at")
     Result(result, completed_at=when, max_payload_bytes=max_payload_bytes)  # checks only
     return _settle(
         store,
         key,
+        "complete_execution",
         expected_revision=expected_revision,
-        dry_run=dry_run,
-        name="complete_execution",
-        min_age_us=min_age_us,
         at=when,
-        step=lambda record: complete_execution(
-            record,
-            attempt_id=_attempt_id(record),
-            at=when,
-            result=result,
-            max_payload_bytes=max_payload_bytes,
-        ),
+        dry_run=dry_run,
+        min_age_us=min_age_us,
+        result=result,
+        max_payload_bytes=max_payload_bytes,
     )
 
 
@@ -302,29 +309,20 @@ def mark_stuck_uncertain(
     min_age_us: int = DEFAULT_MIN_AGE_US,
 ) -> Reconciliation:
     """Mark an executing record uncertain, with ``reason`` (1 to 1,024 characters, no
-    control characters, no secrets): its worker is known dead and whether the tool's
-    effect happened is not known yet. The record still waits for reconciliation.
-
-    Raises:
-        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``reason``, ``at`` or
-            ``min_age_us`` (checked before the store is read); INVALID_TRANSITION from a
-            status other than executing; every error of :func:`read_record`.
-        StoreError: The store failed; after a write, read the record back.
+    control characters, no secrets; refused before the store is read): its worker is
+    known dead and whether the tool's effect happened is not known yet. The record still
+    waits for reconciliation. Errors: every reconciliation's (see the module docstring).
     """
-    when = timestamp_argument(at, "at")
     why = check_reason(reason, "reason", ErrorCode.INVALID_ARGUMENT)
     return _settle(
         store,
         key,
+        "mark_execution_uncertain",
         expected_revision=expected_revision,
+        at=at,
         dry_run=dry_run,
-        name="mark_execution_uncertain",
         min_age_us=min_age_us,
-        at=when,
-        step=lambda record: mark_execution_uncertain(
-            record, attempt_id=_attempt_id(record), at=when, reason=why, max_payload_bytes=_CEILING
-        ),
+        reason=why,
     )
 
 
@@ -339,28 +337,17 @@ def release_stuck_delivery(
 ) -> Reconciliation:
     """Release a delivering record whose send is known not to have reached the provider
     (its history does not show the result): back to completed, so the next delivery
-    claim sends the same stored payload.
-
-    Raises:
-        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``at`` or
-            ``min_age_us``;
-            INVALID_TRANSITION from a status other than delivering; every error of
-            :func:`read_record`.
-        StoreError: The store failed; after a write, read the record back.
+    claim sends the same stored payload. Errors: every reconciliation's (see the module
+    docstring).
     """
-    when = timestamp_argument(at, "at")
     return _settle(
         store,
         key,
+        "release_delivery",
         expected_revision=expected_revision,
+        at=at,
         dry_run=dry_run,
-        name="release_delivery",
         min_age_us=min_age_us,
-        at=when,
-        step=lambda record: release_delivery(
-            record, delivery_id=_delivery_id(record), at=when, max_payload_bytes=_CEILING
-        ),
     )
 
 
@@ -374,26 +361,15 @@ def confirm_stuck_delivery(
     min_age_us: int = DEFAULT_MIN_AGE_US,
 ) -> Reconciliation:
     """Confirm a delivering record whose result the provider's history shows as
-    received: delivered, nothing is sent again.
-
-    Raises:
-        RevisionMoved, NoRecord, ClaimTooYoung: As for :func:`complete_stuck_execution`.
-        CheckpointError: INVALID_ARGUMENT for a bad key, revision, ``at`` or
-            ``min_age_us``;
-            INVALID_TRANSITION from a status other than delivering; every error of
-            :func:`read_record`.
-        StoreError: The store failed; after a write, read the record back.
+    received: delivered, nothing is sent again. Errors: every reconciliation's (see the
+    module docstring).
     """
-    when = timestamp_argument(at, "at")
     return _settle(
         store,
         key,
+        "complete_delivery",
         expected_revision=expected_revision,
+        at=at,
         dry_run=dry_run,
-        name="complete_delivery",
         min_age_us=min_age_us,
-        at=when,
-        step=lambda record: complete_delivery(
-            record, delivery_id=_delivery_id(record), at=when, max_payload_bytes=_CEILING
-        ),
     )

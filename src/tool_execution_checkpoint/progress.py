@@ -27,7 +27,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TextIO
 
 __all__ = ["Progress", "format_elapsed"]
@@ -171,10 +170,5 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.finish()

@@ -18,90 +18,12 @@
   spaces ``check-store`` makes inside a URL's target are test tools:
   :mod:`tool_execution_checkpoint.testing.scratch`.)
 
-This package re-exports the core, the two stores without extras and the opener.
+This package re-exports the core's names (``core.__all__``); the stores and the opener are
+imported from their modules (the package :mod:`tool_execution_checkpoint` holds the main
+ones too).
 """
 
-from .core import (
-    AsyncCheckpointStore,
-    BrokenRecord,
-    CheckpointStore,
-    ClosableStore,
-    EncodedRecord,
-    Listing,
-    OperableCheckpointStore,
-    OutcomeUnknownError,
-    RecordSummary,
-    StoreConfigurationError,
-    StoredRecord,
-    StoreError,
-    StoreNotAppliedError,
-    StoreUnavailableError,
-    check_create,
-    check_key,
-    check_listing,
-    check_swap,
-    checkpoint_key,
-    decode_stored,
-    encode_create,
-    encode_swap,
-    listing_line,
-)
-from .memory import AsyncMemoryStore, MemoryStore
-from .opening import (
-    StoreScheme,
-    is_store_url,
-    open_store,
-    register_store,
-    store_options,
-    url_scheme,
-)
-from .sqlite import (
-    AsyncSQLiteStore,
-    SQLiteBusyError,
-    SQLiteConfigurationError,
-    SQLiteNotAppliedError,
-    SQLiteOutcomeUnknownError,
-    SQLiteStore,
-    SQLiteStoreError,
-)
+from . import core
+from .core import *  # noqa: F403 - the names core.__all__ lists
 
-__all__ = [
-    "AsyncCheckpointStore",
-    "AsyncMemoryStore",
-    "AsyncSQLiteStore",
-    "BrokenRecord",
-    "CheckpointStore",
-    "ClosableStore",
-    "EncodedRecord",
-    "Listing",
-    "MemoryStore",
-    "OperableCheckpointStore",
-    "OutcomeUnknownError",
-    "RecordSummary",
-    "SQLiteBusyError",
-    "SQLiteConfigurationError",
-    "SQLiteNotAppliedError",
-    "SQLiteOutcomeUnknownError",
-    "SQLiteStore",
-    "SQLiteStoreError",
-    "StoreConfigurationError",
-    "StoreError",
-    "StoreNotAppliedError",
-    "StoreScheme",
-    "StoreUnavailableError",
-    "StoredRecord",
-    "check_create",
-    "check_key",
-    "check_listing",
-    "check_swap",
-    "checkpoint_key",
-    "decode_stored",
-    "encode_create",
-    "encode_swap",
-    "is_store_url",
-    "listing_line",
-    "open_store",
-    "register_store",
-    "store_options",
-    "url_scheme",
-]
+__all__ = core.__all__

@@ -54,7 +54,6 @@ from ..transitions import (
     mark_execution_uncertain,
     prune_result,
     release_delivery,
-    release_execution,
 )
 from .edges import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -79,6 +78,7 @@ from .listings import (
     check_paging,
     check_whole_listing,
     selected,
+    steps_to,
     timed,
     written_bounds,
 )
@@ -383,43 +383,8 @@ def records_in_every_state(
     for stamp in STAMPS:
         for status in (*Status, "pruned"):
             chain = [create_checkpoint(binding(number), created_at=stamp)]
-            for step in _path_to(status):
+            for step in steps_to(status):
                 chain.append(step(chain[-1], stamp).next)
             made.append((next(keys), chain))
             number += 1
     return made
-
-
-def _path_to(target: Status | str) -> list[Callable[[Checkpoint, str], Transition]]:
-    def claim(r: Checkpoint, at: str) -> Transition:
-        return claim_execution(r, attempt_id="a", at=at)
-
-    def uncertain(r: Checkpoint, at: str) -> Transition:
-        return mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out")
-
-    def complete(r: Checkpoint, at: str) -> Transition:
-        return complete_execution(r, attempt_id="a", at=at, result={"n": 2**63})
-
-    def release(r: Checkpoint, at: str) -> Transition:
-        return release_execution(r, attempt_id="a", at=at)
-
-    def deliver(r: Checkpoint, at: str) -> Transition:
-        return claim_delivery(r, delivery_id="d", at=at)
-
-    def delivered(r: Checkpoint, at: str) -> Transition:
-        return complete_delivery(r, delivery_id="d", at=at)
-
-    def prune(r: Checkpoint, at: str) -> Transition:
-        return prune_result(r, at=at)
-
-    paths: dict[Status | str, list[Callable[[Checkpoint, str], Transition]]] = {
-        Status.READY: [],
-        Status.EXECUTING: [claim],
-        Status.RELEASED: [claim, release],
-        Status.UNCERTAIN: [claim, uncertain],
-        Status.COMPLETED: [claim, complete],
-        Status.DELIVERING: [claim, complete, deliver],
-        Status.DELIVERED: [claim, complete, deliver, delivered],
-        "pruned": [claim, complete, deliver, delivered, prune],
-    }
-    return paths[target]

@@ -31,6 +31,8 @@ from ..transitions import (
     complete_execution,
     create_checkpoint,
     mark_execution_uncertain,
+    prune_result,
+    release_execution,
 )
 from ..validation import timestamp_microseconds
 
@@ -41,6 +43,7 @@ __all__ = [
     "clock_past",
     "drive",
     "selected",
+    "steps_to",
     "timed",
     "written_bounds",
     "written_times",
@@ -156,33 +159,56 @@ def check_paging(
     return seen
 
 
+Step = Callable[[Checkpoint, str], Transition]
+"""One of the table's transitions, taken at a given time with owned ids ``a`` and ``d``."""
+
+
+def steps_to(target: Status | str) -> list[Step]:
+    """The shortest way from a created record to ``target``, a status or ``"pruned"`` (a
+    delivered record whose payload was pruned): the transitions, in order."""
+
+    def claim(r: Checkpoint, at: str) -> Transition:
+        return claim_execution(r, attempt_id="a", at=at)
+
+    def uncertain(r: Checkpoint, at: str) -> Transition:
+        return mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out")
+
+    def complete(r: Checkpoint, at: str) -> Transition:
+        return complete_execution(r, attempt_id="a", at=at, result={"n": 2**63})
+
+    def release(r: Checkpoint, at: str) -> Transition:
+        return release_execution(r, attempt_id="a", at=at)
+
+    def deliver(r: Checkpoint, at: str) -> Transition:
+        return claim_delivery(r, delivery_id="d", at=at)
+
+    def delivered(r: Checkpoint, at: str) -> Transition:
+        return complete_delivery(r, delivery_id="d", at=at)
+
+    def prune(r: Checkpoint, at: str) -> Transition:
+        return prune_result(r, at=at)
+
+    paths: dict[Status | str, list[Step]] = {
+        Status.READY: [],
+        Status.EXECUTING: [claim],
+        Status.RELEASED: [claim, release],
+        Status.UNCERTAIN: [claim, uncertain],
+        Status.COMPLETED: [claim, complete],
+        Status.DELIVERING: [claim, complete, deliver],
+        Status.DELIVERED: [claim, complete, deliver, delivered],
+        "pruned": [claim, complete, deliver, delivered, prune],
+    }
+    return paths[target]
+
+
 def drive(store: CheckpointStore, binding: Binding, target: Status, at: str) -> None:
     """Create the record for ``binding`` and move it to ``target`` through the table's
-    transitions, each written by CAS (the shortest way, owned ids, a small payload)."""
+    transitions (:func:`steps_to`), each written by CAS."""
     key = checkpoint_key(binding)
     record = create_checkpoint(binding, created_at=at)
     assert store.create_if_absent(key, record)
-    steps: dict[Status, list[Callable[[Checkpoint], Transition]]] = {
-        Status.EXECUTING: [lambda r: claim_execution(r, attempt_id="a", at=at)],
-        Status.UNCERTAIN: [
-            lambda r: claim_execution(r, attempt_id="a", at=at),
-            lambda r: mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out"),
-        ],
-        Status.COMPLETED: [
-            lambda r: claim_execution(r, attempt_id="a", at=at),
-            lambda r: complete_execution(r, attempt_id="a", at=at, result={"n": 1}),
-        ],
-    }
-    steps[Status.DELIVERING] = [
-        *steps[Status.COMPLETED],
-        lambda r: claim_delivery(r, delivery_id="d", at=at),
-    ]
-    steps[Status.DELIVERED] = [
-        *steps[Status.DELIVERING],
-        lambda r: complete_delivery(r, delivery_id="d", at=at),
-    ]
-    for step in steps.get(target, []):
-        transition = step(record)
+    for step in steps_to(target):
+        transition = step(record, at)
         assert store.compare_and_swap(key, transition.expected_revision, transition.next)
         record = transition.next
 

@@ -11,19 +11,10 @@ and :mod:`.store` (generated from them by ``tools/async_to_sync.py``).
 
 from __future__ import annotations
 
+from . import errors
 from .durability import DurabilityReport
 from .durability import OnWeak as OnWeak
-from .errors import (
-    RedisAuthenticationError,
-    RedisCommandError,
-    RedisConfigurationError,
-    RedisDurabilityError,
-    RedisDurabilityWarning,
-    RedisOutcomeUnknownError,
-    RedisReplyError,
-    RedisStoreError,
-    RedisUnavailableError,
-)
+from .errors import *  # noqa: F403 - the names errors.__all__ lists
 from .layout import CLUSTER_SHARDS, DEFAULT_PREFIX
 from .scripts import SCRIPTS
 from .store import RedisStore
@@ -37,14 +28,6 @@ __all__ = [
     "SCRIPTS",
     "AsyncRedisStore",
     "DurabilityReport",
-    "RedisAuthenticationError",
-    "RedisCommandError",
-    "RedisConfigurationError",
-    "RedisDurabilityError",
-    "RedisDurabilityWarning",
-    "RedisOutcomeUnknownError",
-    "RedisReplyError",
     "RedisStore",
-    "RedisStoreError",
-    "RedisUnavailableError",
 ]
+__all__ += errors.__all__

@@ -11,7 +11,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Final, Self
 
 from ...records import Checkpoint
@@ -322,12 +321,7 @@ class SQLiteStore:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

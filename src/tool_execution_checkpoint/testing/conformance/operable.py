@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ...errors import CheckpointError
@@ -43,7 +43,7 @@ from ..listings import (
     written_times,
 )
 from .garbage import GARBAGE_SECRET
-from .suite import StoreConformance
+from .suite import StoreConformance, property_check
 
 __all__ = ["OperableStoreConformance"]
 
@@ -157,13 +157,7 @@ class OperableStoreConformance(StoreConformance):
                 return (error.code, error.field)
             return timed(selected(reference, listing))
 
-        @settings(
-            max_examples=60,
-            deadline=None,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        )
+        @property_check(60)
         # The edges a store's own integer types meet, always tried besides the generated.
         @example(list(Status), 2**63, None, None)
         @example(list(Status), 2**64, None, None)

@@ -49,6 +49,19 @@ __all__ = ["StoreConformance", "read_back_landed"]
 NOW = "2026-01-01T00:00:00Z"
 
 
+def property_check(examples: int) -> settings:
+    """The settings of a property check run inside one of the suite's tests: ``examples``
+    examples, no deadline, no example database, every health check off, and only the
+    first bug reported (one AssertionError)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def read_back_landed(store: CheckpointStore, key: str, attempt_next: Any) -> bool:
     """After a write whose outcome is unknown, read the record back and tell whether
     the write landed: the stored record equals the one that was written (it carries the
@@ -107,13 +120,7 @@ class StoreConformance:
         store.create_if_absent(checkpoint_key(binding), neighbour)
         numbers = itertools.count()
 
-        @settings(
-            max_examples=40,
-            deadline=None,
-            database=None,
-            report_multiple_bugs=False,  # one AssertionError, the first bug found
-            suppress_health_check=list(HealthCheck),
-        )
+        @property_check(40)
         @given(garbage_values())
         def check(raw: bytes) -> None:
             key = checkpoint_key(self._binding(f"garbage-{next(numbers)}"))
@@ -257,13 +264,7 @@ class StoreConformance:
                 "bytes": secret.encode(),
             }[shape]
 
-        @settings(
-            max_examples=40,
-            deadline=None,
-            database=None,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        )
+        @property_check(40)
         @given(secrets_, shapes, st.integers(0, 5))
         def check(secret: str, shape: str, operation: int) -> None:
             binding = Binding("conformance", secret, "tool", "1", "sha256:0")

@@ -43,7 +43,7 @@ class ScratchSpace:
 
     def location(self, number: int) -> tuple[str, dict[str, Any]]:
         """The URL and the options that open store ``number`` (counted from 1) with
-        :func:`~tool_execution_checkpoint.stores.open_store`."""
+        :func:`~tool_execution_checkpoint.stores.opening.open_store`."""
         raise NotImplementedError
 
     def _prepare(self) -> bool:
