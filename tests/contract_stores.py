@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import struct
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,8 @@ class TextDictStore:
             self._swapped(slot, record)
             return True
 
-    def _matches(
-        self, statuses: Collection[Status], before: int | None, after: str | None
-    ) -> Iterator[RecordSummary]:
-        listing = check_listing(statuses, before, after, 1)
+    def _matches(self, listing: Listing) -> Iterator[RecordSummary]:
+        """The records ``listing`` selects, past its cursor, its limit aside."""
         with self._lock:
             rows = sorted(self._rows.items())
         for key, (_, text) in rows:
@@ -109,21 +108,9 @@ class TextDictStore:
         except CheckpointError:
             return None
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        check_listing(statuses, written_before_us, after_key, limit)
-        found: list[RecordSummary] = []
-        for summary in self._matches(statuses, written_before_us, after_key):
-            found.append(summary)
-            if len(found) == limit:
-                break
-        return found
+    def list_records(self, listing: Listing) -> list[RecordSummary]:
+        listing = check_listing(listing)
+        return list(itertools.islice(self._matches(listing), listing.limit))
 
 
 class JsonFilesStore:
@@ -201,15 +188,8 @@ class JsonFilesStore:
         except CheckpointError:
             return None
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary | BrokenRecord]:
-        listing = check_listing(statuses, written_before_us, after_key, limit)
+    def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
+        listing = check_listing(listing)
         with self._locked():
             rows = [json.loads(path.read_text("utf-8")) for path in self.directory.glob("*.json")]
         found: list[RecordSummary | BrokenRecord] = []
@@ -217,17 +197,14 @@ class JsonFilesStore:
             key = row["key"]
             if listing.after_key is not None and key <= listing.after_key:
                 continue
+            line: RecordSummary | BrokenRecord
             try:
-                record = decode_stored(row["record"]).checkpoint
+                line = RecordSummary.of(key, decode_stored(row["record"]).checkpoint)
             except CheckpointError as error:
-                found.append(BrokenRecord.of(key, error))
-                if len(found) == limit:
-                    break
-                continue
-            summary = RecordSummary.of(key, record)
-            if listing.admits(summary):
-                found.append(summary)
-                if len(found) == limit:
+                line = BrokenRecord.of(key, error)
+            if listing.admits(line):
+                found.append(line)
+                if len(found) == listing.limit:
                     break
         return found
 
@@ -304,79 +281,45 @@ class ScanThenFilterStore(TextDictStore):
     """Broken: a listing page scans the next ``limit`` keys and then filters them by
     status and age, so pages come back short or empty while matches remain."""
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        every = super().list_records(list(Status), after_key=after_key, limit=limit)
-        wanted = Listing(frozenset(statuses), written_before_us, None, limit)
-        return [row for row in every if wanted.admits(row)]
+    def list_records(self, listing: Listing) -> list[RecordSummary]:
+        scanned = Listing(list(Status), after_key=listing.after_key, limit=listing.limit)
+        return [row for row in super().list_records(scanned) if listing.admits(row)]
 
 
 class InclusiveCursorStore(TextDictStore):
     """Broken: a page starts at ``after_key`` itself, so a record is on two pages."""
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        found: list[RecordSummary] = []
-        check_listing(statuses, written_before_us, after_key, limit)
-        for summary in self._matches(statuses, written_before_us, None):
-            if after_key is not None and summary.key < after_key:
-                continue
-            found.append(summary)
-            if len(found) == limit:
-                break
-        return found
+    def list_records(self, listing: Listing) -> list[RecordSummary]:
+        listing = check_listing(listing)
+        after = listing.after_key
+        from_the_first = Listing(listing.statuses, written_before_us=listing.written_before_us)
+        found = (row for row in self._matches(from_the_first) if after is None or row.key >= after)
+        return list(itertools.islice(found, listing.limit))
 
 
-class _OwnListingArguments(TextDictStore):
-    """Reads the listing's time bound and limit its own way first; :meth:`_own` says how."""
+class Int64BoundStore(TextDictStore):
+    """Broken: lists ``written_us <= bound - 1`` with the bound bound as a BIGINT, so the
+    lowest bound a Listing keeps, ``-(2**63)``, is refused as out of range (as a driver
+    refuses to bind it) where the contract lists no sound record, as MemoryStore does."""
 
-    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
-        raise NotImplementedError
-
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
-        before, limit = self._own(written_before_us, limit)
-        return super().list_records(
-            statuses, written_before_us=before, after_key=after_key, limit=limit
-        )
-
-
-class Int64BoundStore(_OwnListingArguments):
-    """Broken: a time bound outside a BIGINT is refused (as a driver refuses to bind it)
-    where the contract lists every record written before it, as MemoryStore does."""
-
-    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
-        if type(written_before_us) is int and not -(2**63) <= written_before_us < 2**63:
+    def list_records(self, listing: Listing) -> list[RecordSummary]:
+        before = listing.written_before_us
+        if before is not None and before - 1 < -(2**63):
             raise CheckpointError(
                 ErrorCode.INVALID_ARGUMENT, "out of range", field="written_before_us"
             )
-        return written_before_us, limit
+        return super().list_records(listing)
 
 
-class ZeroLimitStore(_OwnListingArguments):
-    """Broken: a limit below 1 means "no limit" (as in SQL's LIMIT ALL habits) instead
-    of being refused."""
+class DuckListingStore(TextDictStore):
+    """Broken: reads a listing's fields without asking whether it is a Listing (as a store
+    binding them straight into its query would), so whatever has those attributes is
+    listed, a limit below 1 meaning no limit."""
 
-    def _own(self, written_before_us: int | None, limit: int) -> tuple[int | None, int]:
-        return written_before_us, 1_000 if type(limit) is int and limit < 1 else limit
+    def list_records(self, listing: Listing) -> list[RecordSummary]:
+        fields = Listing(listing.statuses, written_before_us=listing.written_before_us)
+        found = [row for row in self._matches(fields) if row.key > (listing.after_key or "")]
+        return found[: listing.limit] if listing.limit > 0 else found
 
 
 # --- broken: refusals ------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tool_execution_checkpoint import (
     TABLE,
     Binding,
     CheckpointError,
+    Listing,
     MemoryStore,
     SQLiteStore,
     Status,
@@ -294,7 +295,7 @@ def test_check_store_on_a_postgres_url_uses_new_tables_and_drops_them(
     assert _scratch_tables(postgres_server) == []
     with PostgresStore(url) as store:
         assert store.get(checkpoint_key(_user_binding())) == kept
-        assert len(store.list_records(list(TABLE.statuses))) == 1
+        assert len(store.list_records(Listing(list(TABLE.statuses)))) == 1
 
 
 def test_check_store_on_a_redis_url_uses_new_prefixes_and_deletes_their_keys(

@@ -19,6 +19,7 @@ from contract_stores import (
     DeletingPruneStore,
     DoubleNumbersStore,
     DroppingUtf8Store,
+    DuckListingStore,
     InclusiveCursorStore,
     Int64BoundStore,
     JsonFilesStore,
@@ -31,7 +32,6 @@ from contract_stores import (
     SweepingStore,
     ThreeByteUtf8Store,
     TruncatingStore,
-    ZeroLimitStore,
 )
 from test_conformance_catches_garbage import DecodingStore
 from tool_execution_checkpoint.testing import PROFILES, OperableStoreConformance
@@ -133,15 +133,15 @@ CAUGHT: dict[str, tuple[Callable[[], Any], str, str]] = {
         "test_every_listing_filter_pages_like_the_model",
         "a record was listed on two pages",
     ),
-    "listing refuses an age bound past 64 bits": (
+    "listing refuses the lowest age bound, bound minus one past 64 bits": (
         Int64BoundStore,
         "test_any_listing_query_answers_like_the_model",
         r"list_records answered \(<ErrorCode.INVALID_ARGUMENT",
     ),
-    "listing takes a limit below 1 as no limit": (
-        ZeroLimitStore,
-        "test_any_listing_query_answers_like_the_model",
-        r"list_records answered \[",
+    "listing takes a look-alike for a Listing": (
+        DuckListingStore,
+        "test_list_records_refuses_what_is_not_a_listing",
+        "list_records took a SimpleNamespace that is not a Listing",
     ),
     "a refused key quoted in the message": (
         QuotingKeyStore,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import unittest
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,12 @@ from tool_execution_checkpoint import (
 )
 from tool_execution_checkpoint.stores import (
     BrokenRecord,
+    Listing,
     RecordSummary,
     check_listing,
     decode_stored,
+    listing_line,
 )
-from tool_execution_checkpoint.table import Status
 from tool_execution_checkpoint.testing import OperableStoreConformance
 from tool_execution_checkpoint.testing.conformance import GARBAGE_SECRET, leaks
 
@@ -50,29 +51,19 @@ class DecodingStore(TextDictStore):
         return decode_stored(text)
 
     def list_records(  # type: ignore[override]  # lists BrokenRecord lines too
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
+        self, listing: Listing
     ) -> list[RecordSummary | BrokenRecord]:
-        listing = check_listing(statuses, written_before_us, after_key, limit)
+        listing = check_listing(listing)
         found: list[RecordSummary | BrokenRecord] = []
         with self._lock:
             rows = sorted(self._rows.items())
         for key, (_, text) in rows:
-            if after_key is not None and key <= after_key:
+            if listing.after_key is not None and key <= listing.after_key:
                 continue
-            try:
-                line: RecordSummary | BrokenRecord = RecordSummary.of(
-                    key, decode_stored(text).checkpoint
-                )
-            except CheckpointError as error:
-                line = BrokenRecord.of(key, error)
-            if isinstance(line, BrokenRecord) or listing.admits(line):
+            line = listing_line(key, text)
+            if listing.admits(line):
                 found.append(line)
-                if len(found) == limit:
+                if len(found) == listing.limit:
                     break
         return found
 
@@ -81,8 +72,8 @@ class StoppingListStore(DecodingStore):
     """Broken: get is sound, but a listing raises at the first broken record (what every
     store of this package did)."""
 
-    def list_records(self, statuses: Collection[Status], **options: Any) -> Any:
-        found = super().list_records(statuses, **options)
+    def list_records(self, listing: Listing) -> Any:
+        found = super().list_records(listing)
         for line in found:
             if isinstance(line, BrokenRecord):
                 raise CheckpointError(line.code, "a stored record is broken")

@@ -14,6 +14,7 @@ from tool_execution_checkpoint import (
     AsyncCheckpointStore,
     Binding,
     Checkpoint,
+    Listing,
     Status,
     checkpoint_key,
     create_checkpoint,
@@ -104,7 +105,7 @@ def test_a_closed_async_store_answers_as_a_closed_memory_store_does() -> None:
         assert store._executor._shutdown
         assert await store.get(KEY) == created.to_dict()
         assert await store.written_us(KEY) == store.store.written_us(KEY)
-        [summary] = await store.list_records([Status.READY])
+        [summary] = await store.list_records(Listing([Status.READY]))
         assert summary.key == KEY
         assert await store.clock_us() == 7
         await store.aclose()  # idempotent

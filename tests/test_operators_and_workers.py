@@ -18,6 +18,7 @@ import pytest
 from tool_execution_checkpoint import (
     Binding,
     Checkpoint,
+    Listing,
     MemoryStore,
     Status,
     checkpoint_key,
@@ -67,7 +68,7 @@ def operator_completes(store: MemoryStore, payload: Any, key: str = KEY) -> None
 
 def _executing_key(store: MemoryStore) -> str:
     """The key of the one record executing (a guarded call's key is its own digest)."""
-    (row,) = store.list_records([Status.EXECUTING])
+    (row,) = store.list_records(Listing([Status.EXECUTING]))
     return row.key
 
 

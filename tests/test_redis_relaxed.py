@@ -38,6 +38,7 @@ from tool_execution_checkpoint import (
     Checkpoint,
     CheckpointError,
     ErrorCode,
+    Listing,
     Status,
     checkpoint_key,
     claim_delivery,
@@ -224,7 +225,7 @@ def _listed(store: RedisStore) -> list[tuple[str, Status]]:
     listed under two statuses would show twice."""
     found = []
     for status in Status:
-        listed = store.list_records([status])
+        listed = store.list_records(Listing([status]))
         assert all(isinstance(item, RecordSummary) for item in listed), listed
         found += [(item.key, item.status) for item in listed if isinstance(item, RecordSummary)]
     return found

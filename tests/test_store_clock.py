@@ -31,6 +31,7 @@ from postgres_server import postgres_server, postgres_url  # noqa: F401
 from redis_server import redis_cluster_url, redis_url  # noqa: F401
 from tool_execution_checkpoint import (
     Binding,
+    Listing,
     SQLiteStore,
     Status,
     checkpoint_key,
@@ -229,7 +230,7 @@ def test_a_postgres_row_of_an_earlier_version_is_aged_by_its_stamp_until_written
     The next write notes the server's time."""
     table = f"t_{uuid.uuid4().hex}"
     with PostgresStore(postgres_url, table=table) as store:
-        assert store.list_records([Status.READY]) == []  # the table is made
+        assert store.list_records(Listing([Status.READY])) == []  # the table is made
         binding = _binding("earlier")
         key, record = (
             checkpoint_key(binding),
@@ -247,7 +248,8 @@ def test_a_postgres_row_of_an_earlier_version_is_aged_by_its_stamp_until_written
         assert store.written_us(key) == _us(stamped)
         two_days_ago = store.clock_us() - 2 * DAY * 1_000_000
         assert [
-            line.key for line in store.list_records([Status.READY], written_before_us=two_days_ago)
+            line.key
+            for line in store.list_records(Listing([Status.READY], written_before_us=two_days_ago))
         ] == [key]
         claim = claim_execution(record, attempt_id="a", at=stamped)
         before = store.clock_us()
@@ -285,7 +287,8 @@ def test_a_redis_key_of_an_earlier_version_is_aged_by_its_stamp_until_written_ag
         assert store.written_us(key) == stamped
         two_days_ago = store.clock_us() - 2 * DAY * 1_000_000
         assert [
-            line.key for line in store.list_records([Status.READY], written_before_us=two_days_ago)
+            line.key
+            for line in store.list_records(Listing([Status.READY], written_before_us=two_days_ago))
         ] == [key]
         claim = claim_execution(record, attempt_id="a", at=record.updated_at)
         before = store.clock_us()
@@ -293,7 +296,7 @@ def test_a_redis_key_of_an_earlier_version_is_aged_by_its_stamp_until_written_ag
         written = store.written_us(key)
         assert written is not None
         assert before <= written <= store.clock_us()
-        assert store.list_records([Status.EXECUTING], written_before_us=two_days_ago) == []
+        assert store.list_records(Listing([Status.EXECUTING], written_before_us=two_days_ago)) == []
 
 
 # --- one host: SQLite keeps the host's clock ---------------------------------------------

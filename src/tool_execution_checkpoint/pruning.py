@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .errors import CheckpointError, ErrorCode
 from .records import Checkpoint
-from .stores.core import BrokenRecord, CheckpointStore, OperableCheckpointStore
+from .stores.core import BrokenRecord, CheckpointStore, Listing, OperableCheckpointStore
 from .table import TABLE, Status
 from .transitions import Timestamp, prune_result
 from .validation import timestamp_argument
@@ -80,11 +80,9 @@ def prune_delivered(
     cutoff = store.clock_us() - retention_us
     pruned = examined = 0
     broken: list[str] = []
-    after: str | None = None
+    listing = Listing([Status.DELIVERED], written_before_us=cutoff, limit=page_size)
     while True:
-        rows = store.list_records(
-            [Status.DELIVERED], written_before_us=cutoff, after_key=after, limit=page_size
-        )
+        rows = store.list_records(listing)
         if not rows:
             return PruneReport(pruned, tuple(broken))
         for row in rows:
@@ -102,4 +100,4 @@ def prune_delivered(
         examined += len(rows)
         if progress is not None:
             progress(examined)
-        after = rows[-1].key
+        listing = listing.after(rows[-1].key)

@@ -17,7 +17,7 @@ from ..operations import read_record, record_age_us
 from ..progress import Progress
 from ..records import Checkpoint
 from ..rendering import render_markdown, render_mermaid
-from ..stores.core import BrokenRecord, RecordSummary
+from ..stores.core import BrokenRecord, Listing, RecordSummary
 from ..table import TABLE, Status
 from .common import UNREADABLE, Exit, UsageError, open_store, read_input
 
@@ -210,13 +210,11 @@ def list_records(
     try:
         now = store.clock_us()  # ages are the store's: never the writers' clocks
         before = now - int(older_than * 1e6) if older_than > 0 else None
-        after = None
+        listing = Listing(wanted, written_before_us=before, limit=500)
         with Progress("listing", unit="records") as progress:
-            while page := store.list_records(
-                wanted, written_before_us=before, after_key=after, limit=500
-            ):
+            while page := store.list_records(listing):
                 rows += page
-                after = page[-1].key
+                listing = listing.after(page[-1].key)
                 progress.update(len(rows))
     finally:
         store.close()

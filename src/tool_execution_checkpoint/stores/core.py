@@ -226,25 +226,21 @@ class OperableCheckpointStore(CheckpointStore, Protocol):
         time apart from it."""
         ...
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> Sequence[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last written before ``written_before_us`` on
-        the store's clock (microseconds since the epoch, as :meth:`clock_us` tells them;
-        None for any time), in key order, starting after ``after_key``, at most
-        ``limit`` of them. Page by passing the last key back. The records a minimum age
-        ``A`` old are those written before ``clock_us() - A``.
+    def list_records(self, listing: Listing) -> Sequence[RecordSummary | BrokenRecord]:
+        """The records ``listing`` selects (see :class:`Listing`): those in any of its
+        statuses last written before its time bound on the store's clock, in key order
+        after its cursor, at most its limit of them. Page with ``listing.after(key)``,
+        the last key of the page before. The records a minimum age ``A`` old are those
+        written before ``clock_us() - A``.
 
         A stored value that is not a valid record is listed as a :class:`BrokenRecord`
-        (it counts towards ``limit``) wherever the store's index puts it: a store that
+        (it counts towards the limit) wherever the store's index puts it: a store that
         indexes status and time apart from the record lists it in the listings that index
         matches, a store without such an index in every listing. It never stops the
-        listing."""
+        listing.
+
+        Raises CheckpointError INVALID_ARGUMENT (field ``listing``) for anything that is
+        not a :class:`Listing` (see :func:`check_listing`)."""
         ...
 
 
@@ -315,34 +311,25 @@ _INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Listing:
-    """Checked arguments of ``list_records``, bounded to what every store can index:
-    ``written_before_us`` is None or a signed 64-bit integer, ``limit`` at most
-    ``2**63 - 1`` (see :func:`check_listing`)."""
+    """What ``list_records`` lists, checked and bounded once, when it is made: the records
+    in any of ``statuses`` last written before ``written_before_us`` on the store's clock
+    (microseconds since the epoch, as :meth:`OperableCheckpointStore.clock_us` tells
+    them; None for any time), in key order after ``after_key`` (None: from the first), at
+    most ``limit`` of them. ``Listing(statuses, *, written_before_us=None,
+    after_key=None, limit=1_000)`` makes one; :meth:`after` makes the next page's.
 
-    statuses: frozenset[Status]
-    written_before_us: int | None
-    after_key: str | None
-    limit: int
-
-    def admits(self, line: RecordSummary) -> bool:
-        """Whether a sound record's line matches the statuses and the time bound."""
-        before = self.written_before_us
-        return line.status in self.statuses and (before is None or line.written_us < before)
-
-
-def check_listing(
-    statuses: object, written_before_us: object, after_key: object, limit: object
-) -> Listing:
-    """Check the arguments of ``list_records``; every store calls this first.
+    ``statuses`` is any collection of Status values (their texts, as ``"ready"``, too),
+    kept as a frozenset.
 
     Bounds. Any int is a valid ``written_before_us`` and any int of at least 1 a valid
     ``limit``, on every store: the answer is the same whatever a store indexes with.
     Every record's time fits a signed 64-bit integer of microseconds (years 1 to 9999),
-    so a bound above ``2**63 - 1`` is returned as None (every record is earlier), one
-    below ``-(2**63)`` as ``-(2**63)`` (no record is earlier; broken records are still
-    listed), and a ``limit`` above ``2**63 - 1`` as ``2**63 - 1``.
+    so a bound above ``2**63 - 1`` is kept as None (every record is earlier), one below
+    ``-(2**63)`` as ``-(2**63)`` (no record is earlier; broken records are still listed),
+    and a ``limit`` above ``2**63 - 1`` as ``2**63 - 1``: a store is given only values
+    its 64-bit indexes hold.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT for ``statuses`` that is a str or not a
@@ -352,25 +339,62 @@ def check_listing(
             message names the argument, never its value.
     """
 
-    def refuse(field: str, detail: str) -> CheckpointError:
-        return CheckpointError(ErrorCode.INVALID_ARGUMENT, detail, field=field)
+    statuses: frozenset[Status]
+    written_before_us: int | None
+    after_key: str | None
+    limit: int
 
-    if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
-        raise refuse("statuses", "must be a collection of Status")
-    wanted = _statuses(statuses)
-    if wanted is None:  # raised here, outside the except: no context quotes the value
-        raise refuse("statuses", "must hold only Status values")
-    if written_before_us is not None and type(written_before_us) is not int:
-        raise refuse("written_before_us", "must be an int or None")
-    after = None
-    if after_key is not None:
-        after = check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
-    if type(limit) is not int or limit < 1:
-        raise refuse("limit", "must be an int of at least 1")
-    before: int | None = written_before_us
-    if before is not None:
-        before = None if before > _INT64_MAX else max(before, _INT64_MIN)
-    return Listing(wanted, before, after, min(limit, _INT64_MAX))
+    def __init__(
+        self,
+        statuses: Collection[Status],
+        *,
+        written_before_us: int | None = None,
+        after_key: str | None = None,
+        limit: int = 1_000,
+    ) -> None:
+        if isinstance(statuses, str | bytes) or not isinstance(statuses, Collection):
+            raise _refused("statuses", "must be a collection of Status")
+        wanted = _statuses(statuses)
+        if wanted is None:  # raised here, outside the except: no context quotes the value
+            raise _refused("statuses", "must hold only Status values")
+        if written_before_us is not None and type(written_before_us) is not int:
+            raise _refused("written_before_us", "must be an int or None")
+        if after_key is not None:
+            check_identifier(after_key, "after_key", ErrorCode.INVALID_ARGUMENT)
+        if type(limit) is not int or limit < 1:
+            raise _refused("limit", "must be an int of at least 1")
+        if written_before_us is not None:
+            written_before_us = (
+                None if written_before_us > _INT64_MAX else max(written_before_us, _INT64_MIN)
+            )
+        object.__setattr__(self, "statuses", wanted)
+        object.__setattr__(self, "written_before_us", written_before_us)
+        object.__setattr__(self, "after_key", after_key)
+        object.__setattr__(self, "limit", min(limit, _INT64_MAX))
+
+    def after(self, key: str) -> Listing:
+        """This listing's next page: the same listing after ``key`` (the last key of the
+        page before). Raises what the constructor raises for a bad ``after_key``."""
+        return Listing(
+            self.statuses,
+            written_before_us=self.written_before_us,
+            after_key=key,
+            limit=self.limit,
+        )
+
+    def admits(self, line: RecordSummary | BrokenRecord) -> bool:
+        """Whether a line of a key past ``after_key`` belongs in this listing: a
+        :class:`BrokenRecord` always (it is listed wherever a store cannot place it), a
+        :class:`RecordSummary` when its status is one of ``statuses`` and it was written
+        before ``written_before_us``."""
+        if isinstance(line, BrokenRecord):
+            return True
+        before = self.written_before_us
+        return line.status in self.statuses and (before is None or line.written_us < before)
+
+
+def _refused(field: str, detail: str) -> CheckpointError:
+    return CheckpointError(ErrorCode.INVALID_ARGUMENT, detail, field=field)
 
 
 def _statuses(statuses: Collection[Any]) -> frozenset[Status] | None:
@@ -378,6 +402,18 @@ def _statuses(statuses: Collection[Any]) -> frozenset[Status] | None:
         return frozenset(Status(status) for status in statuses)
     except (TypeError, ValueError):
         return None
+
+
+def check_listing(listing: object) -> Listing:
+    """Check the argument of ``list_records``: a :class:`Listing`, whose fields were
+    checked when it was made and are not checked again. Every store calls this first.
+
+    Raises:
+        CheckpointError: INVALID_ARGUMENT (field ``listing``) for anything else.
+    """
+    if not isinstance(listing, Listing):
+        raise _refused("listing", "must be a Listing")
+    return listing
 
 
 def check_key(key: object) -> str:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Self
 
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
-from ..table import Status
 from .core import (
     BrokenRecord,
+    Listing,
     RecordSummary,
     check_key,
     check_listing,
@@ -93,18 +93,11 @@ class MemoryStore:
         line = None if text is None else listing_line(key, text)
         return line.written_us if isinstance(line, RecordSummary) else None
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary | BrokenRecord]:
+    def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records`. The store has no index apart
         from the records, so a text that is not a valid record is a
         :class:`~tool_execution_checkpoint.stores.BrokenRecord` in every listing."""
-        listing = check_listing(statuses, written_before_us, after_key, limit)
+        listing = check_listing(listing)
         with self._lock:
             texts = sorted(self._texts.items())
         found: list[RecordSummary | BrokenRecord] = []
@@ -112,7 +105,7 @@ class MemoryStore:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
             line = listing_line(key, text)
-            if isinstance(line, BrokenRecord) or listing.admits(line):
+            if listing.admits(line):
                 found.append(line)
                 if len(found) == listing.limit:
                     break

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, ClassVar, Generic, ParamSpec, Self, TypeVar
 
 from ..records import Checkpoint
-from ..table import Status
-from .core import BrokenRecord, ClosableStore, RecordSummary
+from .core import BrokenRecord, ClosableStore, Listing, RecordSummary
 
 __all__ = ["ThreadedStore"]
 
@@ -104,22 +103,9 @@ class ThreadedStore(Generic[StoreT]):
         """See :meth:`OperableCheckpointStore.written_us`."""
         return await self._run(self.store.written_us, key)
 
-    async def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> Sequence[RecordSummary | BrokenRecord]:
+    async def list_records(self, listing: Listing) -> Sequence[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records`."""
-        return await self._run(
-            self.store.list_records,
-            statuses,
-            written_before_us=written_before_us,
-            after_key=after_key,
-            limit=limit,
-        )
+        return await self._run(self.store.list_records, listing)
 
     async def aclose(self) -> None:
         """Close the store after the operations already started. Idempotent."""

@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..records import Checkpoint
-from ..stores.core import AsyncCheckpointStore, CheckpointStore, RecordSummary
-from ..table import Status
+from ..stores.core import (
+    AsyncCheckpointStore,
+    BrokenRecord,
+    CheckpointStore,
+    Listing,
+    RecordSummary,
+)
 
 __all__ = ["SyncStoreAdapter", "as_sync_store"]
 
@@ -66,19 +71,11 @@ class SyncStoreAdapter:
         written: int | None = self.run(self._operation("written_us")(key))
         return written
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary]:
+    def list_records(self, listing: Listing) -> Sequence[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records` (the async store must offer
         ``list_records`` too)."""
-        listing = self._operation("list_records")
-        found: list[RecordSummary] = self.run(
-            listing(statuses, written_before_us=written_before_us, after_key=after_key, limit=limit)
+        found: Sequence[RecordSummary | BrokenRecord] = self.run(
+            self._operation("list_records")(listing)
         )
         return found
 

@@ -19,7 +19,6 @@ from ..stores.core import (
     Listing,
     OperableCheckpointStore,
     RecordSummary,
-    check_listing,
     checkpoint_key,
 )
 from ..table import Status
@@ -37,6 +36,7 @@ from ..transitions import (
 from ..validation import timestamp_microseconds
 
 __all__ = [
+    "Line",
     "check_paging",
     "check_store_clock",
     "check_whole_listing",
@@ -54,6 +54,7 @@ SLACK_US = 60_000_000
 a record: a cluster's masters' clocks may differ a little."""
 
 Line = RecordSummary | BrokenRecord
+"""A line of a listing."""
 
 
 def timed(lines: Sequence[Line]) -> list[tuple[Line, int | None]]:
@@ -73,8 +74,8 @@ def check_whole_listing(
         AssertionError: the listing is not the model's, or a record's ``written_us`` is
             not what ``store.written_us`` says.
     """
-    lines = list(store.list_records(list(Status), limit=1_000_000))
-    expected = list(model.list_records(list(Status), limit=1_000_000))
+    every = Listing(list(Status), limit=1_000_000)
+    lines, expected = list(store.list_records(every)), list(model.list_records(every))
     if lines != expected:
         missing = len({line.key for line in expected} - {line.key for line in lines})
         raise AssertionError(
@@ -98,8 +99,7 @@ def selected(reference: Sequence[Line], listing: Listing) -> list[Line]:
     chosen = [
         line
         for line in sorted(reference, key=lambda line: line.key)
-        if (listing.after_key is None or line.key > listing.after_key)
-        and (isinstance(line, BrokenRecord) or listing.admits(line))
+        if (listing.after_key is None or line.key > listing.after_key) and listing.admits(line)
     ]
     return chosen[: listing.limit]
 
@@ -121,10 +121,11 @@ def check_paging(
     before: int | None,
     limit: int,
 ) -> list[Line]:
-    """Page through ``store.list_records(statuses, written_before_us=before,
-    limit=limit)`` passing each page's last key back, and check every page against what
-    :func:`selected` says the page must be, given ``reference`` (the store's whole
-    listing, :func:`check_whole_listing`); return the records listed.
+    """Page through ``store.list_records(Listing(statuses, written_before_us=before,
+    limit=limit))``, asking for each next page after the last key (``listing.after``), and
+    check every page against what :func:`selected` says the page must be, given
+    ``reference`` (the store's whole listing, :func:`check_whole_listing`); return the
+    records listed.
 
     Raises:
         AssertionError: a page differs from the expected one (too long, short or empty
@@ -132,13 +133,13 @@ def check_paging(
             listed twice, or the pages' union is not the whole answer.
     """
     what = f"list_records with {len(statuses)} statuses, a time bound of {before}, pages of {limit}"
-    expected = selected(reference, check_listing(statuses, before, None, 1_000_000))
+    expected = selected(reference, Listing(statuses, written_before_us=before, limit=1_000_000))
     seen: list[Line] = []
     keys: set[str] = set()
-    after: str | None = None
+    listing = Listing(statuses, written_before_us=before, limit=limit)
     for _ in range(len(expected) + 2):
-        page = store.list_records(statuses, written_before_us=before, after_key=after, limit=limit)
-        wanted = selected(reference, check_listing(statuses, before, after, limit))
+        page = store.list_records(listing)
+        wanted = selected(reference, listing)
         if any(row.key in keys for row in page):
             raise AssertionError(f"{what}: a record was listed on two pages")
         if len(page) > limit:
@@ -153,7 +154,7 @@ def check_paging(
             break
         seen += page
         keys.update(row.key for row in page)
-        after = page[-1].key
+        listing = listing.after(page[-1].key)
     if timed(seen) != timed(expected):
         raise AssertionError(f"{what}: the pages together are not the whole answer")
     return seen
@@ -257,7 +258,7 @@ def check_store_clock(
     end = store.clock_us()
     lines = {
         line.key: line.written_us
-        for line in store.list_records(list(Status))
+        for line in store.list_records(Listing(list(Status)))
         if isinstance(line, RecordSummary)
     }
     own = all(start <= lines[key] <= end + SLACK_US for key in stamped)
@@ -271,7 +272,8 @@ def check_store_clock(
         assert store.written_us(key) == lines[key], "written_us differs from the listing"
     assert store.written_us(checkpoint_key(binding("never-written"))) is None
     hour_ago = store.clock_us() - 3_600_000_000
-    listed = {line.key for line in store.list_records(list(Status), written_before_us=hour_ago)}
+    every_old = Listing(list(Status), written_before_us=hour_ago)
+    listed = {line.key for line in store.list_records(every_old)}
     old = {key for key in stamped if not kind and stamped[key] < hour_ago}
     assert listed & stamped.keys() == old, "a listing of hour-old records is not by its clock"
     report = prune_delivered(store, retention_us=7 * 86_400_000_000, at=now.isoformat())

@@ -10,12 +10,12 @@ turning psycopg's errors into the store's (:mod:`.errors`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from ...records import Checkpoint
-from ...table import TABLE, Status
+from ...table import TABLE
 from ..core import (
     BrokenRecord,
     Listing,
@@ -151,15 +151,11 @@ def written(statements: Statements, key: str) -> Exchange[int | None]:
 
 
 def listing(
-    statements: Statements,
-    statuses: Collection[Status],
-    written_before_us: int | None,
-    after_key: str | None,
-    limit: int,
+    statements: Statements, wanted: Listing
 ) -> Exchange[list[RecordSummary | BrokenRecord]]:
     """``list_records``: one SELECT per page (another only when a page of rows the
     listing skips filled it), after the setup has read the server's order of statuses."""
-    checked = check_listing(statuses, written_before_us, after_key, limit)
+    checked = check_listing(wanted)
     if not checked.statuses:
         return []
     order = yield from _ready()
@@ -224,7 +220,7 @@ def _page(
             continue
         text, written_us = odd[key]
         line = listing_line(key, text, written_us=written_us)
-        if isinstance(line, BrokenRecord) or listing.admits(line):
+        if listing.admits(line):
             lines.append(line)
     return lines, cut
 

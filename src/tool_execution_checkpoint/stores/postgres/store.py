@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from time import monotonic
 from typing import Any, Self, TypeVar, cast
 
@@ -18,9 +18,8 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import CheckpointError, ErrorCode
 from ...records import Checkpoint
-from ...table import Status
 from ...validation import check_flag
-from ..core import BrokenRecord, RecordSummary
+from ..core import BrokenRecord, Listing, RecordSummary
 from . import exchanges
 from .connections import Target, alive, connect_kwargs, idle
 from .errors import (
@@ -361,24 +360,15 @@ class PostgresStore:
         when no row is there. One SELECT."""
         return self._run(exchanges.written(self._sql, key))
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last written before ``written_before_us`` on
-        the server's clock (microseconds since the epoch, as :meth:`clock_us`; None for
-        any time), in key order (code points), starting after ``after_key``, at most
-        ``limit`` of them. Page by passing the last key back. Filters on the ``status``
-        and ``updated_us`` columns.
+    def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
+        """The records ``listing`` selects (see
+        :meth:`~tool_execution_checkpoint.stores.OperableCheckpointStore.list_records`;
+        its time bound on the server's clock, as :meth:`clock_us`), in key order (code
+        points). Filters on the ``status`` and ``updated_us`` columns.
 
         Raises:
-            CheckpointError: INVALID_ARGUMENT for bad arguments (see
-                :func:`~tool_execution_checkpoint.stores.check_listing`, which also
-                bounds them as every store does).
+            CheckpointError: INVALID_ARGUMENT for a ``listing`` that is not a
+                :class:`~tool_execution_checkpoint.stores.Listing`.
             PostgresStoreError: the read failed.
 
         A stored record that is not valid is listed as a
@@ -388,8 +378,7 @@ class PostgresStore:
         that record is not valid either). Neither stops nor hides anything. One round
         trip per page (another only when a page of rows the listing skips filled it).
         """
-        listing = exchanges.listing(self._sql, statuses, written_before_us, after_key, limit)
-        return self._run(listing)
+        return self._run(exchanges.listing(self._sql, listing))
 
     def close(self) -> None:
         """Close the pool if the store made it; later operations raise PostgresNotAppliedError.

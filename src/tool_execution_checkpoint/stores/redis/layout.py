@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -22,6 +22,7 @@ from ...table import TABLE, Status
 from ...validation import check_identifier
 from ..core import (
     BrokenRecord,
+    Listing,
     RecordSummary,
     check_key,
     check_listing,
@@ -258,16 +259,10 @@ class Layout:
         reply = yield _call(WRITTEN, keys, (key.encode("utf-8"),), write=False)
         return None if reply is None else _score_us(reply)
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        written_before_us: int | None,
-        after_key: str | None,
-        limit: int,
-    ) -> Operation[list[RecordSummary | BrokenRecord]]:
+    def list_records(self, listing: Listing) -> Operation[list[RecordSummary | BrokenRecord]]:
         """A listing: one read-only script per shard for the candidates, then their
         records fetched in chunks of up to 256 keys (one script per shard among them)."""
-        query = check_listing(statuses, written_before_us, after_key, limit)
+        query = check_listing(listing)
         if not query.statuses:
             return []
         before, after = query.written_before_us, query.after_key
@@ -308,7 +303,7 @@ class Layout:
                 if text is None or text is False:  # Lua's false for a missing hash
                     continue
                 line = _listed(key, text, written[key])
-                if isinstance(line, BrokenRecord) or query.admits(line):
+                if query.admits(line):
                     found.append(line)
         return found
 

@@ -7,7 +7,7 @@ synchronous module from the asyncio one.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any, Self, TypeVar, cast
 
 import redis
@@ -23,9 +23,8 @@ from redis.exceptions import (
 )
 
 from ...records import Checkpoint
-from ...table import Status
 from ...validation import check_flag
-from ..core import BrokenRecord, RecordSummary, StoreError
+from ..core import BrokenRecord, Listing, RecordSummary, StoreError
 from .clients_async import (
     Cluster,
     Node,
@@ -283,28 +282,21 @@ class AsyncRedisStore:
         One read-only script."""
         return await self._run(self._layout.written(key))
 
-    async def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last written before ``written_before_us`` on
-        the server's clock (as :meth:`clock_us`), in key order after ``after_key``, at
-        most ``limit`` (as :meth:`MemoryStore.list_records`).
+    async def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
+        """The records ``listing`` selects (see
+        :meth:`~tool_execution_checkpoint.stores.OperableCheckpointStore.list_records`;
+        its time bound on the server's clock, as :meth:`clock_us`). Raises CheckpointError
+        INVALID_ARGUMENT for a ``listing`` that is not a
+        :class:`~tool_execution_checkpoint.stores.Listing`.
 
         One read-only script per shard reads the matching keys of the shard's
         per-status indexes, the store sorts their union and fetches the page's records
         in scripts of up to 256 keys, checking each against the query again. Cost grows
         with the records in the asked statuses before the bound, not with the page.
         Records that change during the call are shown as they are when fetched, or left
-        out if they no longer match; a page is shorter than ``limit`` only when no more
+        out if they no longer match; a page is shorter than the limit only when no more
         records matched."""
-        return await self._run(
-            self._layout.list_records(statuses, written_before_us, after_key, limit)
-        )
+        return await self._run(self._layout.list_records(listing))
 
     async def check_durability(self, *, on_weak: OnWeak = "raise") -> DurabilityReport:
         """Read the server's persistence settings (CONFIG GET appendonly, appendfsync,

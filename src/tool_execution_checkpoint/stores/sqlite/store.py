@@ -10,14 +10,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
 from ...records import Checkpoint
-from ...table import Status
 from ..core import (
     BrokenRecord,
     EncodedRecord,
+    Listing,
     RecordSummary,
     check_key,
     check_listing,
@@ -235,18 +235,10 @@ class SQLiteStore:
         line = self._listed(key, None, row[1])
         return line.written_us if isinstance(line, RecordSummary) else None
 
-    def list_records(
-        self,
-        statuses: Collection[Status],
-        *,
-        written_before_us: int | None = None,
-        after_key: str | None = None,
-        limit: int = 1_000,
-    ) -> list[RecordSummary | BrokenRecord]:
-        """Records in any of ``statuses`` last written before ``written_before_us``
-        (microseconds since the epoch on the host's clock, the records' ``updatedAt``;
-        None for any time), in key order, starting after ``after_key``, at most ``limit``
-        (at least 1) of them. Page by passing the last key back. Reads the indexed
+    def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
+        """The records ``listing`` selects (see
+        :meth:`~tool_execution_checkpoint.stores.OperableCheckpointStore.list_records`;
+        its time bound on the host's clock, the records' ``updatedAt``). Reads the indexed
         columns, not the records.
 
         A row whose columns cannot place it (its status column is no status, its
@@ -256,13 +248,12 @@ class SQLiteStore:
         in every listing. A row whose columns are sound but whose record is broken is
         listed by its columns: ``get`` then raises INVALID_CHECKPOINT for it.
 
-        Raises CheckpointError INVALID_ARGUMENT for a ``statuses`` that is a str or holds
-        something that is not a status, a ``limit`` below 1, or an argument of the wrong
-        type."""
-        listing = check_listing(statuses, written_before_us, after_key, limit)
+        Raises CheckpointError INVALID_ARGUMENT for a ``listing`` that is not a
+        :class:`~tool_execution_checkpoint.stores.Listing`."""
+        listing = check_listing(listing)
         wanted = sorted(status.value for status in listing.statuses)
         before, after, limit = listing.written_before_us, listing.after_key, listing.limit
-        if not wanted:  # check_listing bounded the rest to what SQLite's integers hold
+        if not wanted:  # the Listing bounded the rest to what SQLite's integers hold
             return []
         found: list[RecordSummary | BrokenRecord] = []
         while True:
@@ -271,7 +262,7 @@ class SQLiteStore:
                 if cut is not None and key > cut:
                     break
                 line = self._listed(key, rows.get(key), odd.get(key))
-                if isinstance(line, BrokenRecord) or (line is not None and listing.admits(line)):
+                if line is not None and listing.admits(line):
                     found.append(line)
                     if len(found) == limit:
                         return found

@@ -7,6 +7,7 @@ import itertools
 import json
 import unittest
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, ClassVar, cast
 
 from hypothesis import HealthCheck, given, settings
@@ -246,9 +247,10 @@ class StoreConformance:
         """Property-based: bad arguments that hold a generated secret (a key with a
         control character, a lone surrogate or past 256 characters; a key that is bytes;
         a record whose revision does not fit, holding the secret in its binding, attempt
-        id and payload; a listing with the secret as a status or a cursor) are refused
-        with CheckpointError INVALID_ARGUMENT, whose message, repr, attributes and chain
-        (causes and contexts, suppressed or not) hold none of it, and nothing is stored."""
+        id and payload; a listing that is not a Listing, with the secret as a status and
+        a cursor) are refused with CheckpointError INVALID_ARGUMENT, whose message, repr,
+        attributes and chain (causes and contexts, suppressed or not) hold none of it, and
+        nothing is stored."""
         store = self._store()
         operable = self._operable  # a listing is part of the contract only then
         secrets_ = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8).map(
@@ -282,7 +284,8 @@ class StoreConformance:
             ]
             if operable:
                 listing = cast(OperableCheckpointStore, store)
-                calls.append(lambda: listing.list_records([secret], after_key=wrong))  # type: ignore[list-item,arg-type]
+                look_alike = SimpleNamespace(statuses=[secret], after_key=wrong, limit=1)
+                calls.append(lambda: listing.list_records(look_alike))  # type: ignore[arg-type]
             else:
                 calls.append(calls[1])
             try:
