@@ -39,22 +39,13 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from .. import transitions
 from ..operations import prune_delivered
 from ..records import Binding, Checkpoint
 from ..stores.core import CheckpointStore, OperableCheckpointStore, RecordSummary
 from ..stores.memory import MemoryStore
 from ..table import Status
-from ..transitions import (
-    Transition,
-    claim_delivery,
-    claim_execution,
-    complete_delivery,
-    complete_execution,
-    create_checkpoint,
-    mark_execution_uncertain,
-    prune_result,
-    release_delivery,
-)
+from ..transitions import Transition
 from .edges import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     EDGE_FLOATS,
@@ -168,7 +159,7 @@ class ContractMachine(RuleBasedStateMachine):
     def create(self, number: int, stamp: str) -> None:
         """create_if_absent, on an empty key or over a stored record (must not overwrite)."""
         index = self._index(number)
-        record = create_checkpoint(self.bindings[index], created_at=stamp)
+        record = transitions.create_checkpoint(self.bindings[index], created_at=stamp)
         key = self.keys[index]
         if self._write(
             index, "create_if_absent", lambda store: store.create_if_absent(key, record)
@@ -208,27 +199,31 @@ class ContractMachine(RuleBasedStateMachine):
         ceiling = self.ceiling
         status = record.status
         if status in (Status.READY, Status.RELEASED):
-            return claim_execution(record, attempt_id=claim_id, at=at)
+            return transitions.claim_execution(record, attempt_id=claim_id, at=at)
         if status in (Status.EXECUTING, Status.UNCERTAIN):
             assert record.execution is not None
             owner = record.execution.attempt_id
             if status is Status.EXECUTING and choice == 0:
                 reason = "timed out \U0001f600 " + claim_id
-                return mark_execution_uncertain(record, attempt_id=owner, at=at, reason=reason)
+                return transitions.mark_execution_uncertain(
+                    record, attempt_id=owner, at=at, reason=reason
+                )
             payload = data.draw(payloads(ceiling), label="payload")
-            return complete_execution(
+            return transitions.complete_execution(
                 record, attempt_id=owner, at=at, result=payload, max_payload_bytes=ceiling
             )
         if status is Status.COMPLETED:
-            return claim_delivery(record, delivery_id=claim_id, at=at, max_payload_bytes=ceiling)
+            return transitions.claim_delivery(
+                record, delivery_id=claim_id, at=at, max_payload_bytes=ceiling
+            )
         if status is Status.DELIVERING:
             assert record.delivery is not None
             owner = record.delivery.delivery_id
-            finish = release_delivery if choice == 0 else complete_delivery
+            finish = transitions.release_delivery if choice == 0 else transitions.complete_delivery
             return finish(record, delivery_id=owner, at=at, max_payload_bytes=ceiling)
         assert record.result is not None
         if record.result.pruned_at is None:
-            return prune_result(record, at=at, max_payload_bytes=ceiling)
+            return transitions.prune_result(record, at=at, max_payload_bytes=ceiling)
         return None
 
     @rule(number=st.integers(0, 4), stamp=st.sampled_from(STAMPS), payload=st.data())
@@ -315,7 +310,7 @@ class ContractMachine(RuleBasedStateMachine):
                 continue
             if line.written_us >= end:
                 raise AssertionError("prune_delivered pruned a record younger than retention")
-            step = prune_result(held, at=at, max_payload_bytes=self.ceiling)
+            step = transitions.prune_result(held, at=at, max_payload_bytes=self.ceiling)
             assert self.model.compare_and_swap(line.key, step.expected_revision, step.next)
             self.history[index].append(step.next)
             pruned += 1
@@ -382,7 +377,7 @@ def records_in_every_state(
     number = 0
     for stamp in STAMPS:
         for status in (*Status, "pruned"):
-            chain = [create_checkpoint(binding(number), created_at=stamp)]
+            chain = [transitions.create_checkpoint(binding(number), created_at=stamp)]
             for step in steps_to(status):
                 chain.append(step(chain[-1], stamp).next)
             made.append((next(keys), chain))

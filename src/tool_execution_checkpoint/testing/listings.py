@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
+from .. import transitions
 from ..operations import PruneReport, prune_delivered
 from ..records import Binding, Checkpoint
 from ..stores.core import (
@@ -22,17 +23,7 @@ from ..stores.core import (
     checkpoint_key,
 )
 from ..table import Status
-from ..transitions import (
-    Transition,
-    claim_delivery,
-    claim_execution,
-    complete_delivery,
-    complete_execution,
-    create_checkpoint,
-    mark_execution_uncertain,
-    prune_result,
-    release_execution,
-)
+from ..transitions import Transition
 from ..validation import timestamp_microseconds
 
 __all__ = [
@@ -169,25 +160,25 @@ def steps_to(target: Status | str) -> list[Step]:
     delivered record whose payload was pruned): the transitions, in order."""
 
     def claim(r: Checkpoint, at: str) -> Transition:
-        return claim_execution(r, attempt_id="a", at=at)
+        return transitions.claim_execution(r, attempt_id="a", at=at)
 
     def uncertain(r: Checkpoint, at: str) -> Transition:
-        return mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out")
+        return transitions.mark_execution_uncertain(r, attempt_id="a", at=at, reason="timed out")
 
     def complete(r: Checkpoint, at: str) -> Transition:
-        return complete_execution(r, attempt_id="a", at=at, result={"n": 2**63})
+        return transitions.complete_execution(r, attempt_id="a", at=at, result={"n": 2**63})
 
     def release(r: Checkpoint, at: str) -> Transition:
-        return release_execution(r, attempt_id="a", at=at)
+        return transitions.release_execution(r, attempt_id="a", at=at)
 
     def deliver(r: Checkpoint, at: str) -> Transition:
-        return claim_delivery(r, delivery_id="d", at=at)
+        return transitions.claim_delivery(r, delivery_id="d", at=at)
 
     def delivered(r: Checkpoint, at: str) -> Transition:
-        return complete_delivery(r, delivery_id="d", at=at)
+        return transitions.complete_delivery(r, delivery_id="d", at=at)
 
     def prune(r: Checkpoint, at: str) -> Transition:
-        return prune_result(r, at=at)
+        return transitions.prune_result(r, at=at)
 
     paths: dict[Status | str, list[Step]] = {
         Status.READY: [],
@@ -206,7 +197,7 @@ def drive(store: CheckpointStore, binding: Binding, target: Status, at: str) -> 
     """Create the record for ``binding`` and move it to ``target`` through the table's
     transitions (:func:`steps_to`), each written by CAS."""
     key = checkpoint_key(binding)
-    record = create_checkpoint(binding, created_at=at)
+    record = transitions.create_checkpoint(binding, created_at=at)
     assert store.create_if_absent(key, record)
     for step in steps_to(target):
         transition = step(record, at)

@@ -15,20 +15,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from .. import transitions
 from ..records import Binding, Checkpoint
 from ..stores.core import CheckpointStore, StoreError, checkpoint_key
 from ..stores.opening import open_store
 from ..table import Action, Status
-from ..transitions import (
-    Transition,
-    claim_delivery,
-    claim_execution,
-    complete_delivery,
-    complete_execution,
-    create_checkpoint,
-    decide_checkpoint,
-    release_delivery,
-)
+from ..transitions import Transition
 
 __all__ = ["call_binding", "load_factory", "round_binding", "run_worker", "url_store"]
 
@@ -82,14 +74,14 @@ def _say(line: str) -> None:
 def _prepare(store: CheckpointStore, binding: Binding, me: str) -> Transition | None:
     """Create the record if absent and read it: the claim to try, if decide says execute."""
     key = checkpoint_key(binding)
-    store.create_if_absent(key, create_checkpoint(binding, created_at=NOW))
+    store.create_if_absent(key, transitions.create_checkpoint(binding, created_at=NOW))
     raw = store.get(key)
     if raw is None:
         return None
-    decision = decide_checkpoint(raw, binding)
+    decision = transitions.decide_checkpoint(raw, binding)
     if decision.action is not Action.EXECUTE:
         return None
-    return claim_execution(decision.checkpoint, attempt_id=me, at=NOW)
+    return transitions.claim_execution(decision.checkpoint, attempt_id=me, at=NOW)
 
 
 def _ran(log: int, binding: Binding, me: str) -> dict[str, str]:
@@ -112,7 +104,7 @@ def _after_the_claim(
     """Record the result of a tool that ran, then claim its delivery and finish it (or
     give it up)."""
     key = checkpoint_key(binding)
-    done = complete_execution(claimed, attempt_id=me, at=NOW, result=payload)
+    done = transitions.complete_execution(claimed, attempt_id=me, at=NOW, result=payload)
     if not store.compare_and_swap(key, done.expected_revision, done.next):
         return
     os.write(log, f"completed {binding.call_id} {me}\n".encode())
@@ -123,10 +115,10 @@ def _deliver(
     store: CheckpointStore, binding: Binding, record: Checkpoint, me: str, rng: random.Random
 ) -> None:
     key = checkpoint_key(binding)
-    delivery = claim_delivery(record, delivery_id=me, at=NOW)
+    delivery = transitions.claim_delivery(record, delivery_id=me, at=NOW)
     if not store.compare_and_swap(key, delivery.expected_revision, delivery.next):
         return
-    finish = complete_delivery if rng.random() < 0.7 else release_delivery
+    finish = transitions.complete_delivery if rng.random() < 0.7 else transitions.release_delivery
     after = finish(delivery.next, delivery_id=me, at=NOW)
     store.compare_and_swap(key, after.expected_revision, after.next)
 
@@ -144,7 +136,7 @@ def _serve_once(
         return
     raw = store.get(checkpoint_key(binding))
     if raw is not None:
-        record = decide_checkpoint(raw, binding).checkpoint
+        record = transitions.decide_checkpoint(raw, binding).checkpoint
         if record.status is Status.COMPLETED:
             _deliver(store, binding, record, me, rng)
 
