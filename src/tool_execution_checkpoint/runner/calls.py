@@ -200,18 +200,24 @@ def hook_answer(value: object) -> Any:
 
 
 def sync_answer(request: RunTool | Deliver, value: object) -> Any:
-    """What a sync tool or deliver returned; an awaitable (an async callable that the
-    up-front check could not see) did not run: refused as not run or not sent."""
-    if awaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()
-        if isinstance(request, RunTool):
-            return Raised(
-                ToolOutcomeUnknown("the tool returned an awaitable run_once cannot await")
-            )
+    """What a sync tool or deliver returned. An awaitable (from an async callable that
+    the up-front check could not see) is closed when it can be: the tool's marks the
+    execution uncertain; deliver's is not sent only when it is a coroutine that had not
+    started (closed, it never runs), and a send of unknown outcome otherwise (a task or
+    a future already scheduled may send)."""
+    if not awaitable(value):
+        return Returned(value) if isinstance(request, RunTool) else None
+    unstarted = inspect.iscoroutine(value) and (
+        inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+    )
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+    if isinstance(request, RunTool):
+        return Raised(ToolOutcomeUnknown("the tool returned an awaitable run_once cannot await"))
+    if unstarted:
         return Raised(DeliveryNotSent())
-    return Returned(value) if isinstance(request, RunTool) else None
+    return Raised(TypeError("deliver returned an awaitable run_once cannot await"))
 
 
 def store_operation(

@@ -69,7 +69,8 @@ async def run_once_async(
     while the tool runs marks the execution uncertain (reason ``cancelled``) while the
     store still answers, then propagates. The sync driver takes sync ones only: it
     refuses an async one before anything runs, and a sync one that returns an awaitable
-    has it closed (a tool's marks the execution uncertain, a delivery's is not sent).
+    has it closed (a tool's marks the execution uncertain; a delivery's is not sent if it
+    was a coroutine not started, and of unknown outcome otherwise).
 
     Args:
         store: The store.
