@@ -15,6 +15,7 @@ from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
     Reconcile,
+    Request,
     RunOutcome,
     RunTool,
     Sleep,
@@ -27,7 +28,8 @@ __all__ = [
 
 if True:  # ASYNC
     import asyncio
-    from collections.abc import Awaitable
+    import contextlib
+    from collections.abc import Awaitable, Coroutine
 
     from ..stores.core import AsyncCheckpointStore
     from .calls import awaitable
@@ -36,6 +38,18 @@ if True:  # ASYNC
     _AwaitedStore: TypeAlias = AsyncCheckpointStore | CheckpointStore
     _AwaitedTool: TypeAlias = Callable[[], Awaitable[Any] | Any]
     _AwaitedSend: TypeAlias = Callable[[JSONValue], Awaitable[object] | object]
+
+    async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` to its end in a task of its own that no cancellation of the
+        caller reaches: each cancellation of the wait is absorbed (anyio's cancel scopes
+        cancel every await again), for the caller to re-raise its own once ``work`` is
+        done. What ``work`` raised is raised; a cancelled ``work`` ends the wait."""
+        task = asyncio.ensure_future(work)
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        if not task.cancelled():
+            task.result()
 else:
     import time
 
@@ -65,12 +79,19 @@ async def run_once_async(
     exceptions do.
 
     The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
-    each async or sync, and awaits what one returns when it is awaitable; a cancellation
-    while the tool runs marks the execution uncertain (reason ``cancelled``) while the
-    store still answers, then propagates. The sync driver takes sync ones only: it
-    refuses an async one before anything runs, and a sync one that returns an awaitable
-    has it closed (a tool's marks the execution uncertain; a delivery's is not sent if it
-    was a coroutine not started, and of unknown outcome otherwise).
+    each async or sync, and awaits what one returns when it is awaitable. The sync driver
+    takes sync ones only: it refuses an async one before anything runs, and a sync one
+    that returns an awaitable has it closed (a tool's marks the execution uncertain; a
+    delivery's is not sent if it was a coroutine not started, and of unknown outcome
+    otherwise).
+
+    A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``) propagates once
+    the call's bookkeeping is settled: while the tool runs, the execution is marked
+    uncertain (reason ``cancelled``); on a store write or a pause, the write is read
+    back, and once the tool has run its result's write (resent within ``write_budget``)
+    or its uncertain mark is finished. Nothing runs or is sent after it: a claim that
+    landed is released (see :meth:`Call.settling`). The asyncio driver settles in a task
+    the cancellation does not reach (an anyio cancel scope's included).
 
     Args:
         store: The store.
@@ -94,7 +115,8 @@ async def run_once_async(
         TypeError: for a keyword that is not an option.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
             after the execution was marked uncertain; a ``not_run`` exception, after the
-            claim was released; a cancellation of ``deliver``.
+            claim was released; a cancellation of ``deliver``; a cancellation of a store
+            operation or a pause, once what the call holds is settled.
     """
     check_parts(store, tool, deliver)
     policy = call_policy(policy, options)
@@ -144,18 +166,39 @@ async def _answer_requests(
                     call.answer(Returned(value) if isinstance(request, RunTool) else None)
                 else:
                     call.answer(sync_answer(request, value))
-        elif isinstance(request, Sleep):
-            if True:  # ASYNC
-                await asyncio.sleep(request.seconds)
-            else:
-                time.sleep(request.seconds)
-            call.answer(None)
         else:
             try:
-                answer = store_operation(store, call.key, request)
+                answer = await _carried_out(store, call.key, request)
+            except BaseException as error:  # a cancellation settles what the call holds
+                if isinstance(error, Exception | GeneratorExit) or not call.interrupted():
+                    raise
                 if True:  # ASYNC
-                    if awaitable(answer):
-                        answer = await answer
-            except StoreError:
-                answer = StoreFault()
+                    await _shielded(_settle(call, store))
+                else:
+                    _settle(call, store)
+                raise
             call.answer(answer)
+
+
+async def _carried_out(store: _AwaitedStore, key: str, request: Request) -> Any:
+    """Carry out a store request or a pause: the answer (a store's fault is StoreFault)."""
+    if isinstance(request, Sleep):
+        if True:  # ASYNC
+            await asyncio.sleep(request.seconds)
+        else:
+            time.sleep(request.seconds)
+        return None
+    try:
+        answer = store_operation(store, key, request)
+        if True:  # ASYNC
+            if awaitable(answer):
+                answer = await answer
+    except StoreError:
+        return StoreFault()
+    return answer
+
+
+async def _settle(call: Call, store: _AwaitedStore) -> None:
+    """Settle what the call holds after a cancellation (:meth:`Call.settling`)."""
+    while (request := call.settling()) is not None:
+        call.answer(await _carried_out(store, call.key, request))
