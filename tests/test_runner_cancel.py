@@ -1,14 +1,19 @@
 """A cancellation that lands on the store, not on the tool: once the tool has run, the
 result's write (its read-backs and resends within the write budget) or the uncertain mark
 finishes before the cancellation propagates; a claim that landed before the tool ran is
-read back and released."""
+read back and released. Also the async driver's own rules for the parts a host hands it:
+a sync store runs on a thread bridge, and an awaitable a sync ``deliver`` returns is a
+send of unknown outcome unless it is a coroutine that never started."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -19,6 +24,8 @@ from test_store import AsyncMemoryStore
 from tool_execution_checkpoint import (
     Binding,
     Checkpoint,
+    CheckpointError,
+    ErrorCode,
     MemoryStore,
     Status,
     StoreError,
@@ -294,3 +301,87 @@ def test_a_call_closed_in_a_write_leaves_without_settling(
     errors = _errors(caplog)
     assert len(errors) == 1
     assert errors[0].startswith("the call ended without settling a claim it may hold")
+
+
+# --- M3: a sync store on the async path runs on a thread bridge ---------------------------
+
+
+class SlowMemory(MemoryStore):
+    """A sync store whose swaps block for ``seconds``, and which notes the threads that
+    called it."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds, self.threads = seconds, set[str]()
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        self.threads.add(threading.current_thread().name)
+        return super().get(key)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(self.seconds)
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+def test_a_sync_store_on_the_async_driver_never_blocks_the_event_loop() -> None:
+    store = SlowMemory(0.3)
+
+    async def scenario() -> float:
+        longest, last, done = 0.0, time.monotonic(), False
+
+        async def heartbeat() -> None:
+            nonlocal longest, last
+            while not done:
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                longest, last = max(longest, now - last), now
+
+        beating = asyncio.create_task(heartbeat())
+        await asyncio.sleep(0)  # the heartbeat starts first
+        outcome = await run_once_async(store, BINDING, Tool(), lambda _: None)
+        again = await run_once_async(store, BINDING, Tool(), lambda _: None)
+        done = True
+        await beating
+        assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+        assert again.status is RunStatus.ALREADY_DELIVERED
+        return longest
+
+    assert asyncio.run(scenario()) < 0.2
+    assert threading.main_thread().name not in store.threads
+    assert len(store.threads) == 1  # one bridge per store, for every call
+
+
+class Slotted:
+    """A sync store that cannot be weakly referenced."""
+
+    __slots__ = ("memory",)
+
+    def __init__(self) -> None:
+        self.memory = MemoryStore()
+
+    def create_if_absent(self, key: str, record: Checkpoint) -> bool:
+        return self.memory.create_if_absent(key, record)
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        return self.memory.get(key)
+
+    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+        return self.memory.compare_and_swap(key, expected_revision, record)
+
+
+def test_a_sync_store_the_driver_cannot_bridge_is_refused_before_anything_runs() -> None:
+    store, tool = Slotted(), Tool()
+    with pytest.raises(CheckpointError) as raised:
+        asyncio.run(run_once_async(store, BINDING, tool, lambda _: None))
+    assert (raised.value.code, raised.value.field) == (ErrorCode.INVALID_ARGUMENT, "store")
+    assert (tool.runs, store.memory.get(KEY)) == (0, None)
+
+
+def test_the_bridge_of_a_sync_store_does_not_keep_the_store_alive() -> None:
+    store = MemoryStore()
+    asyncio.run(run_once_async(store, BINDING, Tool(), lambda _: None))
+    alive = weakref.ref(store)
+    del store
+    gc.collect()
+    assert alive() is None

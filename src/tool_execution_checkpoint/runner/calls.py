@@ -240,6 +240,12 @@ def _is_async(part: Any) -> bool:
     return inspect.iscoroutinefunction(part.__call__)
 
 
+def blocking(store: Any) -> bool:
+    """Whether ``store`` is a sync store (its ``compare_and_swap`` is not a coroutine
+    function, as :func:`refuse_async` asks): one that run_once takes."""
+    return not _is_async(store.compare_and_swap)
+
+
 def refuse_async(
     store: Any, tool: Callable[..., Any], deliver: Callable[..., Any], reconcile: object
 ) -> None:

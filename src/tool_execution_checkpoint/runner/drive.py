@@ -57,11 +57,12 @@ def run_once(
     exceptions do.
 
     The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
-    each async or sync, and awaits what one returns when it is awaitable. The sync driver
-    takes sync ones only: it refuses an async one before anything runs, and a sync one
-    that returns an awaitable has it closed (a tool's marks the execution uncertain; a
-    delivery's is not sent if it was a coroutine not started, and of unknown outcome
-    otherwise).
+    each async or sync, and awaits what one returns when it is awaitable; a sync store
+    runs on a thread bridge of its own (one per store, for every call), never on the
+    event loop. The sync driver takes sync ones only: it refuses an async one before
+    anything runs, and a sync one that returns an awaitable has it closed (a tool's marks
+    the execution uncertain; a delivery's is not sent if it was a coroutine not started,
+    and of unknown outcome otherwise).
 
     A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``) propagates once
     the call's bookkeeping is settled: while the tool runs, the execution is marked
@@ -86,7 +87,8 @@ def run_once(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for a store without the store methods, a tool or
+            binding; INVALID_ARGUMENT for a store without the store methods (or a sync
+            store that cannot be weakly referenced, for the asyncio driver), a tool or
             deliver that is not callable, an async part given to the sync driver, a bad
             option (:class:`CallPolicy`), or a keyword that conflicts with ``policy`` (on
             the keyword's field); any error of the stored record's validation.
@@ -99,9 +101,10 @@ def run_once(
     check_parts(store, tool, deliver)
     policy = call_policy(policy, options)
     refuse_async(store, tool, deliver, policy.reconcile)
+    used = store
     call = Call.start(HostProtocol(binding, policy), key)
     try:
-        _answer_requests(call, store, tool, deliver, policy.reconcile)
+        _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
         call.abandoned()
         raise

@@ -29,15 +29,48 @@ __all__ = [
 if True:  # ASYNC
     import asyncio
     import contextlib
+    import threading
+    import weakref
     from collections.abc import Awaitable, Coroutine
+    from typing import cast
 
+    from ..errors import CheckpointError, ErrorCode
     from ..stores.core import AsyncCheckpointStore
-    from .calls import awaitable
+    from ..stores.threaded import ThreadedStore
+    from .calls import awaitable, blocking
     from .vocabulary import Returned
 
     _AwaitedStore: TypeAlias = AsyncCheckpointStore | CheckpointStore
     _AwaitedTool: TypeAlias = Callable[[], Awaitable[Any] | Any]
     _AwaitedSend: TypeAlias = Callable[[JSONValue], Awaitable[object] | object]
+
+    _BRIDGES: dict[int, ThreadedStore[Any]] = {}
+    """Each sync store's thread bridge, by the store's id while the store lives."""
+    _BRIDGING = threading.Lock()
+
+    def _bridged(store: CheckpointStore) -> ThreadedStore[Any]:
+        """``store``'s one thread bridge, made at its first async call and dropped with
+        it: the bridge holds the store by a weak proxy, so it never keeps it alive.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT on the field ``store`` for a store that
+                cannot be weakly referenced.
+        """
+        with _BRIDGING:
+            bridge = _BRIDGES.get(id(store))
+            if bridge is None:
+                try:
+                    proxy = weakref.proxy(store)
+                except TypeError:
+                    raise CheckpointError(
+                        ErrorCode.INVALID_ARGUMENT,
+                        "is sync and cannot be weakly referenced, so run_once_async cannot "
+                        "bridge it: pass an async store (AsyncSQLiteStore, a ThreadedStore)",
+                        field="store",
+                    ) from None
+                bridge = _BRIDGES[id(store)] = ThreadedStore(cast(Any, proxy))
+                weakref.finalize(store, _BRIDGES.pop, id(store), None)
+            return bridge
 
     async def _shielded(work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` to its end in a task of its own that no cancellation of the
@@ -79,11 +112,12 @@ async def run_once_async(
     exceptions do.
 
     The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
-    each async or sync, and awaits what one returns when it is awaitable. The sync driver
-    takes sync ones only: it refuses an async one before anything runs, and a sync one
-    that returns an awaitable has it closed (a tool's marks the execution uncertain; a
-    delivery's is not sent if it was a coroutine not started, and of unknown outcome
-    otherwise).
+    each async or sync, and awaits what one returns when it is awaitable; a sync store
+    runs on a thread bridge of its own (one per store, for every call), never on the
+    event loop. The sync driver takes sync ones only: it refuses an async one before
+    anything runs, and a sync one that returns an awaitable has it closed (a tool's marks
+    the execution uncertain; a delivery's is not sent if it was a coroutine not started,
+    and of unknown outcome otherwise).
 
     A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``) propagates once
     the call's bookkeeping is settled: while the tool runs, the execution is marked
@@ -108,7 +142,8 @@ async def run_once_async(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for a store without the store methods, a tool or
+            binding; INVALID_ARGUMENT for a store without the store methods (or a sync
+            store that cannot be weakly referenced, for the asyncio driver), a tool or
             deliver that is not callable, an async part given to the sync driver, a bad
             option (:class:`CallPolicy`), or a keyword that conflicts with ``policy`` (on
             the keyword's field); any error of the stored record's validation.
@@ -121,12 +156,14 @@ async def run_once_async(
     check_parts(store, tool, deliver)
     policy = call_policy(policy, options)
     if True:  # ASYNC
-        pass  # every part may be async
+        # a sync store runs on its bridge (``store`` keeps it alive while the call runs)
+        used = _bridged(cast(CheckpointStore, store)) if blocking(store) else store
     else:
         refuse_async(store, tool, deliver, policy.reconcile)
+        used = store
     call = Call.start(HostProtocol(binding, policy), key)
     try:
-        await _answer_requests(call, store, tool, deliver, policy.reconcile)
+        await _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
         call.abandoned()
         raise
