@@ -418,6 +418,24 @@ def test_a_cancelled_async_tool_is_uncertain_and_never_rerun() -> None:
     assert runs == 1
 
 
+def test_call_async_takes_a_sync_tool_s_value_as_it_is() -> None:
+    effects: list[str] = []
+
+    def charge() -> dict[str, str]:  # a sync tool handed to the async call
+        effects.append("charged")
+        return {"receipt": "r-1"}
+
+    guard, tool = ToolGuard(MemoryStore(), tool_name="charge"), cast(Any, charge)
+
+    async def main() -> tuple[Any, Any]:
+        first = await guard.call_async("c1", {"amount": 5}, tool)
+        again = await guard.call_async("c1", {"amount": 5}, tool)
+        return first, again
+
+    assert asyncio.run(main()) == ({"receipt": "r-1"}, {"receipt": "r-1"})
+    assert effects == ["charged"]
+
+
 class Retry(Exception):
     """A framework's control flow."""
 

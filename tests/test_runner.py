@@ -940,6 +940,29 @@ def test_an_awaitable_from_a_sync_deliver_is_closed_and_not_sent() -> None:
         gc.collect()
 
 
+def test_a_scheduled_send_a_sync_deliver_returns_is_of_unknown_outcome() -> None:
+    store, tool = MemoryStore(), Tool()
+    sends: list[Any] = []
+
+    async def send(payload: Any) -> None:
+        sends.append(payload)
+
+    async def scenario() -> Any:
+        loop = asyncio.get_running_loop()
+        outcome = run_once(store, BINDING, tool, lambda payload: loop.create_task(send(payload)))
+        await asyncio.sleep(0)  # the task sends
+        return outcome
+
+    outcome = asyncio.run(scenario())
+    assert sends == [tool.result]
+    assert outcome.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    stored = store.get(checkpoint_key(BINDING)) or {}
+    assert stored["status"] == Status.DELIVERING.value  # never released for a resend
+    later = run_once(store, BINDING, tool, sends.append)
+    assert later.status is RunStatus.NEEDS_DELIVERY_RECONCILIATION
+    assert sends == [tool.result]
+
+
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record the runner's sleeps instead of sleeping."""
     slept: list[float] = []

@@ -149,14 +149,14 @@ def test_a_spent_budget_hands_the_result_back_and_logs_the_key_at_error(
     assert tool.runs == 1
 
 
-def test_a_cancelled_pause_logs_the_key_and_leaves_the_record_executing(
+def test_a_cancelled_pause_still_stores_the_result_once_the_store_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store, tool = GoesAway(Status.EXECUTING, 60.0), Counted()
+    store, tool, sent = GoesAway(Status.EXECUTING, 0.5), Counted(), list[Any]()
 
     async def cancel_while_it_pauses() -> None:
         task = asyncio.create_task(
-            run_once_async(store, BINDING, lambda: _counted_async(tool), lambda _: None)
+            run_once_async(store, BINDING, lambda: _counted_async(tool), sent.append)
         )
         while store.refused < 3:
             await asyncio.sleep(0.01)
@@ -166,14 +166,12 @@ def test_a_cancelled_pause_logs_the_key_and_leaves_the_record_executing(
 
     with caplog.at_level(logging.ERROR, logger="tool_execution_checkpoint"):
         asyncio.run(cancel_while_it_pauses())
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert errors == [
-        "the tool ran but its result was not stored before the call ended: "
-        f"key={KEY} is left executing for reconciliation"
-    ]
-    store.until = 0.0
-    assert (store.get(KEY) or {})["status"] == Status.EXECUTING.value
-    assert tool.runs == 1
+    assert [r for r in caplog.records if r.levelno == logging.ERROR] == []
+    assert sent == []  # nothing is sent after the cancellation
+    assert (store.get(KEY) or {})["status"] == Status.COMPLETED.value  # stored, not sent
+    again = run_once(store, BINDING, tool, sent.append)
+    assert again.status is RunStatus.DELIVERED_STORED_RESULT
+    assert (sent, tool.runs) == ([RESULT], 1)
 
 
 # --- the machine, on a clock the test moves ------------------------------------------------

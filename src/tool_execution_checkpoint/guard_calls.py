@@ -41,7 +41,9 @@ class GuardCalls(GuardBase):
         framework's id of the call, or None; :func:`~.identity.claim_identity` says which id
         is used (with ``authoritative``, always ``call_id``). The sync call refuses an async
         store (CheckpointError INVALID_ARGUMENT on ``store``): a framework's async entry
-        point calls the async one."""
+        point calls the async one, which takes either (a sync store runs on its thread
+        bridge: see :func:`~.runner.run_once_async`) and awaits what ``tool`` returns
+        only when it is awaitable."""
         store = sync_store(self.store)
         intent = self.intent_of(arguments)
         claim = claim_identity(intent, call_id, authoritative=authoritative)
@@ -68,7 +70,8 @@ def run_tool(
     """
     try:
         with running_call(namespace, call_id):
-            live.value = tool()
+            value = tool()
+            live.value = value
     except ToolOutcomeUnknown:
         raise
     except Exception as error:

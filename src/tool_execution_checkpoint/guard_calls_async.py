@@ -15,6 +15,9 @@ from .identity import claim_identity, running_call
 from .runner import ToolOutcomeUnknown, run_once_async
 from .validation import JSONValue
 
+if True:  # ASYNC
+    from .runner.calls import awaitable
+
 T = TypeVar("T")
 
 Binder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[str | None, dict[str, object]]]
@@ -38,7 +41,9 @@ class AsyncGuardCalls(GuardBase):
         framework's id of the call, or None; :func:`~.identity.claim_identity` says which id
         is used (with ``authoritative``, always ``call_id``). The sync call refuses an async
         store (CheckpointError INVALID_ARGUMENT on ``store``): a framework's async entry
-        point calls the async one."""
+        point calls the async one, which takes either (a sync store runs on its thread
+        bridge: see :func:`~.runner.run_once_async`) and awaits what ``tool`` returns
+        only when it is awaitable."""
         if True:  # ASYNC
             store = self.store
         else:
@@ -70,7 +75,11 @@ async def run_tool_async(
     """
     try:
         with running_call(namespace, call_id):
-            live.value = await tool()
+            value = tool()
+            if True:  # ASYNC
+                if awaitable(value):  # the driver's rule: a sync tool's value is as it is
+                    value = await value
+            live.value = value
     except ToolOutcomeUnknown:
         raise
     except Exception as error:

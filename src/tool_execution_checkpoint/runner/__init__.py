@@ -10,6 +10,10 @@ the machine and its drivers. What the tool's and the delivery's exceptions do:
   raises one of the host's ``pass_through`` types marks the execution uncertain; the
   cancellation and the pass-through exception are re-raised after the mark. Any other
   exception is a handler error: ``on_tool_error(error)`` is stored and delivered.
+- A cancellation on a store write or a pause is re-raised once what the call holds is
+  settled: the write read back, the tool's result (or its mark) stored within
+  ``write_budget``, and a claim that landed released, since nothing runs or is sent
+  after it.
 - A tool that raises one of the host's ``not_run`` types (by default
   :class:`ToolDidNotRun`) stopped before any effect: the claim is released, the
   exception re-raised, and the next call runs the tool.

@@ -14,8 +14,9 @@ from ..errors import CheckpointError, ErrorCode
 from ..identity import idempotency_key_of
 from ..records import Checkpoint
 from ..stores.core import AsyncCheckpointStore, CheckpointStore, checkpoint_key
+from ..table import Status
 from .machine import HostProtocol
-from .state import CallState, Phase
+from .state import RESENDABLE, CallState, Phase
 from .vocabulary import (
     Create,
     Deliver,
@@ -27,9 +28,12 @@ from .vocabulary import (
     Request,
     Returned,
     RunOutcome,
+    RunStatus,
     RunTool,
+    StoreFault,
     StuckCall,
     Swap,
+    ToolDidNotRun,
     ToolOutcomeUnknown,
 )
 
@@ -49,10 +53,29 @@ def _log(logger: logging.Logger, key: str, state: CallState) -> None:
     )
 
 
+_SETTLES: Final = RESENDABLE | {Phase.RESTORE, Phase.CONFIRM, Phase.PAUSE}
+"""The phases whose request settles what a call holds: a write over its own claim, the
+record restored under its own attempt, and the read-backs of a write and their pauses."""
+
+_HELD: Final = _SETTLES | {Phase.RUN, Phase.SEND}
+"""The phases a call that stops settling leaves something of its own in: a claim that
+landed for a tool not run or a payload not sent, or a write not settled."""
+
+_LEFT: Final = frozenset(
+    {
+        RunStatus.STORE_UNAVAILABLE,
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION,
+    }
+)
+"""The outcomes that leave the record to reconcile (a caller told of them acts on them)."""
+
+
 @dataclass(slots=True)
 class Call:
     """One call's place in the machine, as both drivers keep it: the next request (or
-    the outcome), the state, and what the tool or the delivery raised last."""
+    the outcome), the state, what the tool or the delivery raised last, and whether a
+    cancellation was settled (:meth:`interrupted`)."""
 
     protocol: HostProtocol
     key: str
@@ -60,6 +83,7 @@ class Call:
     state: CallState
     logger: logging.Logger
     caught: BaseException | None = None
+    settled: bool = False
 
     @classmethod
     def start(cls, protocol: HostProtocol, key: str | None) -> Call:
@@ -83,14 +107,13 @@ class Call:
         """The finished call's outcome; re-raises what the machine says to re-raise."""
         assert isinstance(self.request, RunOutcome)
         if self.request.unstored is not None:
-            self.logger.error(
-                "%s: key=%s",
-                self.request.reason,
-                self.key,
-            )
+            self._unstored(self.request)
         if self.state.reraise and self.caught is not None:
             raise self.caught
         return self.request
+
+    def _unstored(self, outcome: RunOutcome) -> None:
+        self.logger.error("%s: key=%s", outcome.reason, self.key)
 
     def stuck(self, record: Checkpoint) -> StuckCall:
         """What the reconcile hook is told about ``record``."""
@@ -106,16 +129,65 @@ class Call:
             idempotency_key_of(binding.namespace, binding.call_id),
         )
 
+    def interrupted(self) -> bool:
+        """A cancellation interrupted the last request, a store operation or a pause:
+        whether the call holds a claim or a write to settle before the cancellation
+        propagates (:meth:`settling` then gives the requests). An interrupted write may
+        have landed: the machine is told that its outcome is unknown, and reads it back."""
+        if isinstance(self.request, Create | Swap):
+            self.answer(StoreFault())
+        self.settled = self.state.phase in _SETTLES
+        return self.settled
+
+    def settling(self) -> Request | None:
+        """The next request that settles what the call holds after a cancellation; None
+        once it holds nothing (a claim of its own that did not land is not tried again)
+        or the call is finished. Nothing runs or is sent after a cancellation: a claim
+        that landed for the tool is answered as a tool that did not run
+        (:class:`ToolDidNotRun`, so the machine releases it) and a delivery claim as a
+        payload not sent (:class:`DeliveryNotSent`, released), each when the policy
+        declares it; otherwise the claim is left, and :meth:`abandoned` logs it."""
+        policy = self.protocol.policy
+        while True:
+            request = self.request
+            if isinstance(request, RunTool) and issubclass(ToolDidNotRun, policy.not_run):
+                self.answer(Raised(ToolDidNotRun()))
+            elif isinstance(request, Deliver) and issubclass(DeliveryNotSent, policy.not_sent):
+                self.answer(Raised(DeliveryNotSent()))
+            elif isinstance(request, RunOutcome) or self.state.phase not in _SETTLES:
+                return None
+            else:
+                return request
+
     def abandoned(self) -> None:
-        """The driver is leaving mid-call (cancelled, or a read it could not take): say so
-        at ERROR if what it leaves unstored is the tool's result."""
-        state = self.state
-        if Phase.STORE in (state.phase, state.writing) or state.unstored is not None:
+        """The driver is leaving before the call's outcome (cancelled, or an error it does
+        not answer): say at ERROR what it leaves that no outcome reports: the tool's
+        result not stored, or a claim of this call to reconcile."""
+        request, state = self.request, self.state
+        if isinstance(request, RunOutcome) and request.unstored is not None:
+            self._unstored(request)
+        elif Phase.STORE in (state.phase, state.writing) or state.unstored is not None:
             self.logger.error(
                 "the tool ran but its result was not stored before the call ended: "
                 "key=%s is left executing for reconciliation",
                 self.key,
             )
+        elif self._leaves_claim():
+            self.logger.error(
+                "the call ended without settling a claim it may hold: "
+                "key=%s is left for reconciliation",
+                self.key,
+            )
+
+    def _leaves_claim(self) -> bool:
+        request, state = self.request, self.state
+        if isinstance(request, RunOutcome):  # settled to an end: as its outcome says
+            record = request.record
+            doubt = record is not None and record.status is Status.UNCERTAIN  # marked
+            return request.status in _LEFT and not doubt
+        if self.settled:  # stopped at a claim it could not release, or while settling
+            return state.phase in _HELD
+        return state.pending is not None  # a write of unknown outcome
 
 
 CALLS: Final = (RunTool, Deliver)
@@ -168,6 +240,12 @@ def _is_async(part: Any) -> bool:
     return inspect.iscoroutinefunction(part.__call__)
 
 
+def blocking(store: Any) -> bool:
+    """Whether ``store`` is a sync store (its ``compare_and_swap`` is not a coroutine
+    function, as :func:`refuse_async` asks): one that run_once takes."""
+    return not _is_async(store.compare_and_swap)
+
+
 def refuse_async(
     store: Any, tool: Callable[..., Any], deliver: Callable[..., Any], reconcile: object
 ) -> None:
@@ -200,18 +278,24 @@ def hook_answer(value: object) -> Any:
 
 
 def sync_answer(request: RunTool | Deliver, value: object) -> Any:
-    """What a sync tool or deliver returned; an awaitable (an async callable that the
-    up-front check could not see) did not run: refused as not run or not sent."""
-    if awaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()
-        if isinstance(request, RunTool):
-            return Raised(
-                ToolOutcomeUnknown("the tool returned an awaitable run_once cannot await")
-            )
+    """What a sync tool or deliver returned. An awaitable (from an async callable that
+    the up-front check could not see) is closed when it can be: the tool's marks the
+    execution uncertain; deliver's is not sent only when it is a coroutine that had not
+    started (closed, it never runs), and a send of unknown outcome otherwise (a task or
+    a future already scheduled may send)."""
+    if not awaitable(value):
+        return Returned(value) if isinstance(request, RunTool) else None
+    unstarted = inspect.iscoroutine(value) and (
+        inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+    )
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+    if isinstance(request, RunTool):
+        return Raised(ToolOutcomeUnknown("the tool returned an awaitable run_once cannot await"))
+    if unstarted:
         return Raised(DeliveryNotSent())
-    return Returned(value) if isinstance(request, RunTool) else None
+    return Raised(TypeError("deliver returned an awaitable run_once cannot await"))
 
 
 def store_operation(

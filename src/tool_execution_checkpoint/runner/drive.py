@@ -18,6 +18,7 @@ from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
     Reconcile,
+    Request,
     RunOutcome,
     RunTool,
     Sleep,
@@ -56,11 +57,20 @@ def run_once(
     exceptions do.
 
     The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
-    each async or sync, and awaits what one returns when it is awaitable; a cancellation
-    while the tool runs marks the execution uncertain (reason ``cancelled``) while the
-    store still answers, then propagates. The sync driver takes sync ones only: it
-    refuses an async one before anything runs, and a sync one that returns an awaitable
-    has it closed (a tool's marks the execution uncertain, a delivery's is not sent).
+    each async or sync, and awaits what one returns when it is awaitable; a sync store
+    runs on a thread bridge of its own (one per store, for every call), never on the
+    event loop. The sync driver takes sync ones only: it refuses an async one before
+    anything runs, and a sync one that returns an awaitable has it closed (a tool's marks
+    the execution uncertain; a delivery's is not sent if it was a coroutine not started,
+    and of unknown outcome otherwise).
+
+    A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``) propagates once
+    the call's bookkeeping is settled: while the tool runs, the execution is marked
+    uncertain (reason ``cancelled``); on a store write or a pause, the write is read
+    back, and once the tool has run its result's write (resent within ``write_budget``)
+    or its uncertain mark is finished. Nothing runs or is sent after it: a claim that
+    landed is released (see :meth:`Call.settling`). The asyncio driver settles in a task
+    the cancellation does not reach (an anyio cancel scope's included).
 
     Args:
         store: The store.
@@ -77,21 +87,24 @@ def run_once(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for a store without the store methods, a tool or
+            binding; INVALID_ARGUMENT for a store without the store methods (or a sync
+            store that cannot be weakly referenced, for the asyncio driver), a tool or
             deliver that is not callable, an async part given to the sync driver, a bad
             option (:class:`CallPolicy`), or a keyword that conflicts with ``policy`` (on
             the keyword's field); any error of the stored record's validation.
         TypeError: for a keyword that is not an option.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
             after the execution was marked uncertain; a ``not_run`` exception, after the
-            claim was released; a cancellation of ``deliver``.
+            claim was released; a cancellation of ``deliver``; a cancellation of a store
+            operation or a pause, once what the call holds is settled.
     """
     check_parts(store, tool, deliver)
     policy = call_policy(policy, options)
     refuse_async(store, tool, deliver, policy.reconcile)
+    used = store
     call = Call.start(HostProtocol(binding, policy), key)
     try:
-        _answer_requests(call, store, tool, deliver, policy.reconcile)
+        _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
         call.abandoned()
         raise
@@ -122,12 +135,30 @@ def _answer_requests(
                 call.raised(error)
             else:
                 call.answer(sync_answer(request, value))
-        elif isinstance(request, Sleep):
-            time.sleep(request.seconds)
-            call.answer(None)
         else:
             try:
-                answer = store_operation(store, call.key, request)
-            except StoreError:
-                answer = StoreFault()
+                answer = _carried_out(store, call.key, request)
+            except BaseException as error:  # a cancellation settles what the call holds
+                if isinstance(error, Exception | GeneratorExit) or not call.interrupted():
+                    raise
+                _settle(call, store)
+                raise
             call.answer(answer)
+
+
+def _carried_out(store: _Store, key: str, request: Request) -> Any:
+    """Carry out a store request or a pause: the answer (a store's fault is StoreFault)."""
+    if isinstance(request, Sleep):
+        time.sleep(request.seconds)
+        return None
+    try:
+        answer = store_operation(store, key, request)
+    except StoreError:
+        return StoreFault()
+    return answer
+
+
+def _settle(call: Call, store: _Store) -> None:
+    """Settle what the call holds after a cancellation (:meth:`Call.settling`)."""
+    while (request := call.settling()) is not None:
+        call.answer(_carried_out(store, call.key, request))

@@ -15,6 +15,7 @@ from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
     Reconcile,
+    Request,
     RunOutcome,
     RunTool,
     Sleep,
@@ -27,15 +28,61 @@ __all__ = [
 
 if True:  # ASYNC
     import asyncio
-    from collections.abc import Awaitable
+    import contextlib
+    import threading
+    import weakref
+    from collections.abc import Awaitable, Coroutine
+    from typing import cast
 
+    from ..errors import CheckpointError, ErrorCode
     from ..stores.core import AsyncCheckpointStore
-    from .calls import awaitable
+    from ..stores.threaded import ThreadedStore
+    from .calls import awaitable, blocking
     from .vocabulary import Returned
 
     _AwaitedStore: TypeAlias = AsyncCheckpointStore | CheckpointStore
     _AwaitedTool: TypeAlias = Callable[[], Awaitable[Any] | Any]
     _AwaitedSend: TypeAlias = Callable[[JSONValue], Awaitable[object] | object]
+
+    _BRIDGES: dict[int, ThreadedStore[Any]] = {}
+    """Each sync store's thread bridge, by the store's id while the store lives."""
+    _BRIDGING = threading.Lock()
+
+    def _bridged(store: CheckpointStore) -> ThreadedStore[Any]:
+        """``store``'s one thread bridge, made at its first async call and dropped with
+        it: the bridge holds the store by a weak proxy, so it never keeps it alive.
+
+        Raises:
+            CheckpointError: INVALID_ARGUMENT on the field ``store`` for a store that
+                cannot be weakly referenced.
+        """
+        with _BRIDGING:
+            bridge = _BRIDGES.get(id(store))
+            if bridge is None:
+                try:
+                    proxy = weakref.proxy(store)
+                except TypeError:
+                    raise CheckpointError(
+                        ErrorCode.INVALID_ARGUMENT,
+                        "is sync and cannot be weakly referenced, so run_once_async cannot "
+                        "bridge it: pass an async store (AsyncSQLiteStore, a ThreadedStore)",
+                        field="store",
+                    ) from None
+                bridge = _BRIDGES[id(store)] = ThreadedStore(cast(Any, proxy))
+                weakref.finalize(store, _BRIDGES.pop, id(store), None)
+            return bridge
+
+    async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` to its end in a task of its own that no cancellation of the
+        caller reaches: each cancellation of the wait is absorbed (anyio's cancel scopes
+        cancel every await again), for the caller to re-raise its own once ``work`` is
+        done. What ``work`` raised is raised; a cancelled ``work`` ends the wait."""
+        task = asyncio.ensure_future(work)
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        if not task.cancelled():
+            task.result()
 else:
     import time
 
@@ -65,11 +112,20 @@ async def run_once_async(
     exceptions do.
 
     The asyncio driver takes a store, ``tool``, ``deliver`` and reconcile hook that are
-    each async or sync, and awaits what one returns when it is awaitable; a cancellation
-    while the tool runs marks the execution uncertain (reason ``cancelled``) while the
-    store still answers, then propagates. The sync driver takes sync ones only: it
-    refuses an async one before anything runs, and a sync one that returns an awaitable
-    has it closed (a tool's marks the execution uncertain, a delivery's is not sent).
+    each async or sync, and awaits what one returns when it is awaitable; a sync store
+    runs on a thread bridge of its own (one per store, for every call), never on the
+    event loop. The sync driver takes sync ones only: it refuses an async one before
+    anything runs, and a sync one that returns an awaitable has it closed (a tool's marks
+    the execution uncertain; a delivery's is not sent if it was a coroutine not started,
+    and of unknown outcome otherwise).
+
+    A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``) propagates once
+    the call's bookkeeping is settled: while the tool runs, the execution is marked
+    uncertain (reason ``cancelled``); on a store write or a pause, the write is read
+    back, and once the tool has run its result's write (resent within ``write_budget``)
+    or its uncertain mark is finished. Nothing runs or is sent after it: a claim that
+    landed is released (see :meth:`Call.settling`). The asyncio driver settles in a task
+    the cancellation does not reach (an anyio cancel scope's included).
 
     Args:
         store: The store.
@@ -86,24 +142,28 @@ async def run_once_async(
 
     Raises:
         CheckpointError: BINDING_CONFLICT when the stored record belongs to another
-            binding; INVALID_ARGUMENT for a store without the store methods, a tool or
+            binding; INVALID_ARGUMENT for a store without the store methods (or a sync
+            store that cannot be weakly referenced, for the asyncio driver), a tool or
             deliver that is not callable, an async part given to the sync driver, a bad
             option (:class:`CallPolicy`), or a keyword that conflicts with ``policy`` (on
             the keyword's field); any error of the stored record's validation.
         TypeError: for a keyword that is not an option.
         BaseException: A cancellation or a ``pass_through`` exception from the tool,
             after the execution was marked uncertain; a ``not_run`` exception, after the
-            claim was released; a cancellation of ``deliver``.
+            claim was released; a cancellation of ``deliver``; a cancellation of a store
+            operation or a pause, once what the call holds is settled.
     """
     check_parts(store, tool, deliver)
     policy = call_policy(policy, options)
     if True:  # ASYNC
-        pass  # every part may be async
+        # a sync store runs on its bridge (``store`` keeps it alive while the call runs)
+        used = _bridged(cast(CheckpointStore, store)) if blocking(store) else store
     else:
         refuse_async(store, tool, deliver, policy.reconcile)
+        used = store
     call = Call.start(HostProtocol(binding, policy), key)
     try:
-        await _answer_requests(call, store, tool, deliver, policy.reconcile)
+        await _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
         call.abandoned()
         raise
@@ -143,18 +203,39 @@ async def _answer_requests(
                     call.answer(Returned(value) if isinstance(request, RunTool) else None)
                 else:
                     call.answer(sync_answer(request, value))
-        elif isinstance(request, Sleep):
-            if True:  # ASYNC
-                await asyncio.sleep(request.seconds)
-            else:
-                time.sleep(request.seconds)
-            call.answer(None)
         else:
             try:
-                answer = store_operation(store, call.key, request)
+                answer = await _carried_out(store, call.key, request)
+            except BaseException as error:  # a cancellation settles what the call holds
+                if isinstance(error, Exception | GeneratorExit) or not call.interrupted():
+                    raise
                 if True:  # ASYNC
-                    if awaitable(answer):
-                        answer = await answer
-            except StoreError:
-                answer = StoreFault()
+                    await _shielded(_settle(call, store))
+                else:
+                    _settle(call, store)
+                raise
             call.answer(answer)
+
+
+async def _carried_out(store: _AwaitedStore, key: str, request: Request) -> Any:
+    """Carry out a store request or a pause: the answer (a store's fault is StoreFault)."""
+    if isinstance(request, Sleep):
+        if True:  # ASYNC
+            await asyncio.sleep(request.seconds)
+        else:
+            time.sleep(request.seconds)
+        return None
+    try:
+        answer = store_operation(store, key, request)
+        if True:  # ASYNC
+            if awaitable(answer):
+                answer = await answer
+    except StoreError:
+        return StoreFault()
+    return answer
+
+
+async def _settle(call: Call, store: _AwaitedStore) -> None:
+    """Settle what the call holds after a cancellation (:meth:`Call.settling`)."""
+    while (request := call.settling()) is not None:
+        call.answer(await _carried_out(store, call.key, request))
