@@ -13,7 +13,9 @@ import functools
 import glob
 import json
 import math
+import os
 import re
+import resource
 import shutil
 import socket
 import tempfile
@@ -22,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import psycopg
@@ -74,6 +77,7 @@ from tool_execution_checkpoint.stores.postgres import (
     PostgresStore,
     PostgresStoreError,
     PostgresUnavailableError,
+    connections,
     exchanges,
     open_store,
     open_url,
@@ -1130,6 +1134,31 @@ def test_an_idle_connection_killed_in_the_pool_is_replaced_before_sending(
         claim = claim_execution(created, attempt_id="a", at=NOW)
         assert store.compare_and_swap(key, 1, claim.next) is True
         assert store.get(key) == claim.next.to_dict()
+
+
+def test_an_idle_connection_on_a_descriptor_above_1024_is_judged_by_its_socket() -> None:
+    """The pool's liveness check works on any descriptor, not only those select() takes:
+    a quiet socket on a high descriptor is alive, one whose peer closed is dead."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1600:
+        pytest.skip("the descriptor limit is below 1600")
+    if soft != resource.RLIM_INFINITY and soft < 1600:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1600, hard))
+    ours, peer = socket.socketpair()
+    try:
+        high = os.dup2(ours.fileno(), 1500)
+        connection = SimpleNamespace(
+            closed=False, broken=False, pgconn=SimpleNamespace(socket=high)
+        )
+        pooled = cast(psycopg.Connection[Any], connection)
+        assert connections.alive(pooled)
+        peer.close()
+        assert not connections.alive(pooled)
+    finally:
+        os.close(1500)
+        ours.close()
+        peer.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_refused_write_is_a_store_error_that_never_echoes_the_payload(
