@@ -1114,6 +1114,46 @@ def test_a_cancelled_swap_is_outcome_unknown_too(
         assert store.compare_and_swap(key, 1, claim.next) is True
 
 
+def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_the_pool(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A cancellation that lands while the asyncio store gives its connection back (a
+    second one, while the first unwinds) does not stop the return: the pool gets it."""
+    key, _created = created_record()
+
+    async def scenario() -> None:
+        async with AsyncPostgresStore(postgres_url, table=fresh_table(), max_size=1) as store:
+            assert await store.get(key) is None
+            pool: Any = store._pool
+            original = pool.putconn
+            returned: list[object] = []
+            returning, gate = asyncio.Event(), asyncio.Event()
+
+            async def slow_putconn(connection: psycopg.AsyncConnection[Any]) -> None:
+                returning.set()
+                await gate.wait()
+                await original(connection)
+                returned.append(connection)
+
+            pool.putconn = slow_putconn
+            task = asyncio.ensure_future(store.get(key))
+            await returning.wait()
+            task.cancel()
+            await asyncio.sleep(0.01)
+            gate.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if returned:
+                    break
+                await asyncio.sleep(0.01)
+            pool.putconn = original
+            assert len(returned) == 1
+            assert await store.get(key) is None  # the one connection is back
+
+    asyncio.run(scenario())
+
+
 def test_an_idle_connection_killed_in_the_pool_is_replaced_before_sending(
     postgres_server: PostgresServer,  # noqa: F811
 ) -> None:
