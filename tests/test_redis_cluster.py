@@ -57,8 +57,10 @@ from tool_execution_checkpoint.stores.redis import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
+    clients_async,
 )
 from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS
+from tool_execution_checkpoint.stores.redis.scripts import CANDIDATES
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
@@ -357,6 +359,134 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
         for admin in admins.values():
             admin.close()
         store.close()
+
+
+def test_a_script_missing_on_the_node_an_ask_points_to_is_loaded_and_sent_after_asking(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    """A slot MIGRATING with a record's hash already on the new master (its index still
+    on the old one): a listing's fetch of it is answered ASK, then NOSCRIPT by the new
+    master, whose script cache is empty. The store loads the script and sends it again
+    after ASKING again (the server forgets ASKING after one command), so the new master
+    answers it rather than MOVED."""
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
+    try:
+        key = checkpoint_key(binding("asked"))
+        layout = store._layout
+        slot = key_slot(layout.record_key(key))
+        assert store.create_if_absent(key, create_checkpoint(binding("asked"), created_at=NOW))
+        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
+        target = next(name for name in admins if name != source)
+        ids = {}
+        for name, admin in admins.items():
+            reply = admin.execute_command("CLUSTER", "MYID")
+            ids[name] = reply.decode() if isinstance(reply, bytes) else reply
+        admins[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
+        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
+        host, port = target.rsplit(":", 1)
+        admins[source].execute_command(
+            "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password,
+            "KEYS", layout.record_key(key),
+        )  # fmt: skip
+        admins[target].script_flush()
+        admins[target].script_load(CANDIDATES.text)  # only the fetch's script is missing
+        noscript = error_count(admins[target], "NOSCRIPT")
+        moved = error_count(admins[target], "MOVED")
+
+        try:
+            [listed] = store.list_records([Status.READY])
+        finally:  # the slot moves on, whatever the listing did
+            while keys := admins[source].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                admins[source].execute_command(
+                    "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password, "KEYS", *keys
+                )
+            for admin in admins.values():
+                admin.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        assert listed.key == key
+        assert error_count(admins[target], "NOSCRIPT") == noscript + 1
+        assert error_count(admins[target], "MOVED") == moved
+        assert store.get(key) is not None
+    finally:
+        for admin in admins.values():
+            admin.close()
+        store.close()
+
+
+class _HeldConnection:
+    """A cluster node's connection whose connect never ends and whose disconnect waits
+    for ``gate``."""
+
+    def __init__(self) -> None:
+        self.connecting, self.disconnecting, self.gate = (asyncio.Event() for _ in range(3))
+
+    async def connect(self) -> None:
+        self.connecting.set()
+        await asyncio.Event().wait()
+
+    async def disconnect(self) -> None:
+        self.disconnecting.set()
+        await self.gate.wait()
+
+
+class _Node:
+    """A cluster node as the store's node pool uses it, counting the connections out."""
+
+    name = "127.0.0.1:1"
+
+    def __init__(self, connection: object) -> None:
+        self.connection_kwargs: dict[str, Any] = {}
+        self.connection = connection
+        self.out = 0
+
+    def acquire_connection(self) -> object:
+        self.out += 1
+        return self.connection
+
+    def release(self, connection: object) -> None:
+        assert connection is self.connection
+        self.out -= 1
+
+    async def disconnect_if_needed(self, connection: object) -> None:
+        assert connection is self.connection
+        raise ConnectionError("the node went away")
+
+
+def test_a_node_connection_cancelled_while_connecting_goes_back_even_if_cancelled_again() -> None:
+    connection = _HeldConnection()
+    node = _Node(connection)
+
+    async def scenario() -> None:
+        pool = clients_async.node_pool(cast(Any, None), cast(Any, node))
+        task = asyncio.ensure_future(pool.get_connection())
+        await connection.connecting.wait()
+        task.cancel()
+        await connection.disconnecting.wait()
+        task.cancel()  # a second cancellation, while the first unwinds
+        connection.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if not node.out:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert node.out == 0
+
+
+def test_a_node_connection_goes_back_even_when_checking_it_fails() -> None:
+    node = _Node(object())
+
+    async def scenario() -> None:
+        pool = clients_async.node_pool(cast(Any, None), cast(Any, node))
+        connection = cast(Any, node).acquire_connection()
+        with pytest.raises(ConnectionError):
+            await pool.release(connection)
+
+    asyncio.run(scenario())
+    assert node.out == 0
 
 
 # --- outcomes, configuration and secrets -----------------------------------------------------

@@ -858,6 +858,43 @@ def test_a_cancelled_async_write_is_resolved_by_reading_back(
     asyncio.run(scenario())
 
 
+def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_the_pool(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """A cancellation that lands while the store gives its connection back (a second
+    one, while the first unwinds) does not stop the return: the pool gets it back."""
+    key = checkpoint_key(binding())
+
+    async def scenario() -> None:
+        async with AsyncRedisStore.from_url(redis_url, prefix=fresh_prefix()) as store:
+            pool: Any = store._pool
+            original = pool.release
+            returning, gate = asyncio.Event(), asyncio.Event()
+
+            async def slow_release(connection: Any) -> None:
+                returning.set()
+                await gate.wait()
+                await original(connection)
+
+            pool.release = slow_release
+            task = asyncio.ensure_future(store.get(key))
+            await returning.wait()
+            task.cancel()
+            await asyncio.sleep(0.01)
+            gate.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if not pool._in_use_connections:
+                    break
+                await asyncio.sleep(0.01)
+            assert not pool._in_use_connections
+            pool.release = original
+            assert await store.get(key) is None
+
+    asyncio.run(scenario())
+
+
 def test_a_client_with_retries_still_sends_each_write_once(
     server: RedisServer, proxy: DroppingProxy
 ) -> None:
