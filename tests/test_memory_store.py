@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -169,18 +170,27 @@ class LoggingMemoryStore(MemoryStore):
         self.log.append(("close", threading.current_thread().name, self.closed))
         self.closed = True
 
+    async def busy_bridge(self) -> tuple[ThreadedStore[LoggingMemoryStore], asyncio.Future[Any]]:
+        """A bridge over this store, and its slow read, started on the worker."""
+        store = ThreadedStore(self)
+        slow = asyncio.ensure_future(store.get("slow"))
+        assert await asyncio.to_thread(self.started.wait, 10)
+        return store, slow
+
+    def run_off(self, thread: str) -> list[str]:
+        """What ran, in order, after checking that none of it ran on ``thread``."""
+        assert all(ran_on != thread for _, ran_on, _ in self.log)
+        return [entry[0] for entry in self.log]
+
 
 def test_a_cancelled_close_still_closes_the_store_and_nothing_runs_on_the_loop() -> None:
     """aclose cancelled while an earlier operation runs: the close still happens on the
     worker, a second aclose waits for that same close, and a later operation meets the
     closed store off the event loop's thread."""
     inner = LoggingMemoryStore()
-    loop_thread = threading.current_thread().name
 
     async def scenario() -> None:
-        store = ThreadedStore(inner)
-        slow = asyncio.ensure_future(store.get("slow"))
-        assert await asyncio.to_thread(inner.started.wait, 10)
+        store, slow = await inner.busy_bridge()
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(store.aclose(), 0.05)
         inner.release.set()
@@ -190,8 +200,7 @@ def test_a_cancelled_close_still_closes_the_store_and_nothing_runs_on_the_loop()
         assert await store.get("after") is None
 
     asyncio.run(scenario())
-    assert [entry[0] for entry in inner.log] == ["slow", "close", "after"]
-    assert all(thread != loop_thread for _, thread, _ in inner.log)
+    assert inner.run_off(threading.current_thread().name) == ["slow", "close", "after"]
     assert inner.log[-1][2] is True
 
 
@@ -199,12 +208,9 @@ def test_an_operation_called_while_the_close_waits_queues_behind_it() -> None:
     """An operation called after aclose started, while an earlier one runs, runs after
     the close on the worker thread and meets the closed store."""
     inner = LoggingMemoryStore()
-    loop_thread = threading.current_thread().name
 
     async def scenario() -> None:
-        store = ThreadedStore(inner)
-        slow = asyncio.ensure_future(store.get("slow"))
-        assert await asyncio.to_thread(inner.started.wait, 10)
+        store, slow = await inner.busy_bridge()
         closing = asyncio.ensure_future(store.aclose())
         await asyncio.sleep(0)
         during = asyncio.ensure_future(store.get("during"))
@@ -213,6 +219,5 @@ def test_an_operation_called_while_the_close_waits_queues_behind_it() -> None:
         await asyncio.gather(slow, closing, during)
 
     asyncio.run(scenario())
-    assert [entry[0] for entry in inner.log] == ["slow", "close", "during"]
-    assert all(thread != loop_thread for _, thread, _ in inner.log)
+    assert inner.run_off(threading.current_thread().name) == ["slow", "close", "during"]
     assert inner.log[-1] == ("during", inner.log[1][1], True)

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from psycopg import pq, sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from faults import cancelled_while_returning
 from postgres_server import (  # noqa: F401
     PostgresServer,
     ServerUnavailableError,
@@ -1124,30 +1125,9 @@ def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_th
     async def scenario() -> None:
         async with AsyncPostgresStore(postgres_url, table=fresh_table(), max_size=1) as store:
             assert await store.get(key) is None
-            pool: Any = store._pool
-            original = pool.putconn
-            returned: list[object] = []
-            returning, gate = asyncio.Event(), asyncio.Event()
-
-            async def slow_putconn(connection: psycopg.AsyncConnection[Any]) -> None:
-                returning.set()
-                await gate.wait()
-                await original(connection)
-                returned.append(connection)
-
-            pool.putconn = slow_putconn
-            task = asyncio.ensure_future(store.get(key))
-            await returning.wait()
-            task.cancel()
-            await asyncio.sleep(0.01)
-            gate.set()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            for _ in range(100):
-                if returned:
-                    break
-                await asyncio.sleep(0.01)
-            pool.putconn = original
+            returned = await cancelled_while_returning(
+                store._pool, "putconn", lambda: store.get(key)
+            )
             assert len(returned) == 1
             assert await store.get(key) is None  # the one connection is back
 

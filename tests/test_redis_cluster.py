@@ -100,6 +100,50 @@ def cluster(redis_cluster_url: str) -> RedisCluster:  # noqa: F811
     return cluster_for(redis_cluster_url)
 
 
+class SlotMove:
+    """One slot of the test cluster moving from the master that owns it in ``store``'s
+    slot map (``source``) to another master (``target``), as a reshard moves it: begun
+    IMPORTING and MIGRATING, keys moved by MIGRATE, then the slot given to the new master
+    on every node. ``admins`` are clients of each node, by name."""
+
+    def __init__(self, cluster: RedisCluster, store: RedisStore, slot: int) -> None:
+        self.cluster, self.slot = cluster, slot
+        self.admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
+        admins = self.admins
+        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
+        self.source = source
+        self.target = next(name for name in admins if name != source)
+        self.ids: dict[str, str] = {}
+        for name, admin in admins.items():
+            reply = admin.execute_command("CLUSTER", "MYID")
+            self.ids[name] = reply.decode() if isinstance(reply, bytes) else reply
+        to, of = self.ids[self.target], self.ids[source]
+        admins[self.target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", of)
+        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", to)
+
+    def migrate(self, *keys: bytes) -> None:
+        """Move ``keys`` to the new master."""
+        host, port = self.target.rsplit(":", 1)
+        self.admins[self.source].execute_command(
+            "MIGRATE", host, port, "", 0, 5000, "AUTH", self.cluster.password, "KEYS", *keys
+        )
+
+    def finish(self) -> None:
+        """Move the slot's remaining keys, then give the slot to the new master."""
+        source = self.admins[self.source]
+        while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, 100):
+            self.migrate(*keys)
+        for admin in self.admins.values():
+            admin.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", self.ids[self.target])
+
+    def __enter__(self) -> SlotMove:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for admin in self.admins.values():
+            admin.close()
+
+
 # --- the conformance suites ----------------------------------------------------------------
 
 
@@ -298,27 +342,18 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
     (it did not run) until the store gives up with RedisUnavailableError, nothing
     applied. Once the slot has moved, the store is answered MOVED and follows."""
     store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
-    admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
-    try:
-        here = checkpoint_key(binding("here"))
-        layout = store._layout
-        slot = key_slot(layout.record_key(here))
-        absent = next(
-            key
-            for key in (checkpoint_key(binding(f"absent-{n}")) for n in range(1000))
-            if key_slot(layout.record_key(key)) == slot
-        )
-        created = create_checkpoint(binding("here"), created_at=NOW)
-        assert store.create_if_absent(here, created)
-        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
-        target = next(name for name in admins if name != source)
-        ids = {}
-        for name, admin in admins.items():
-            reply = admin.execute_command("CLUSTER", "MYID")
-            ids[name] = reply.decode() if isinstance(reply, bytes) else reply
-        admins[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
-        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
-
+    here = checkpoint_key(binding("here"))
+    layout = store._layout
+    slot = key_slot(layout.record_key(here))
+    absent = next(
+        key
+        for key in (checkpoint_key(binding(f"absent-{n}")) for n in range(1000))
+        if key_slot(layout.record_key(key)) == slot
+    )
+    created = create_checkpoint(binding("here"), created_at=NOW)
+    assert store.create_if_absent(here, created)
+    with store, SlotMove(cluster, store, slot) as move:
+        admins, source, target = move.admins, move.source, move.target
         asked = error_count(admins[source], "ASK")
         assert store.get(here) == created.to_dict()  # still on the old master
         assert store.get(absent) is None  # asked to look on the new one
@@ -343,22 +378,12 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
         assert store.get(here) == created.to_dict()
         assert counts() == before  # no key appeared on either master
 
-        host, port = target.rsplit(":", 1)
-        while keys := admins[source].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
-            admins[source].execute_command(
-                "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password, "KEYS", *keys
-            )
-        for admin in admins.values():
-            admin.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        move.finish()
         moved = error_count(admins[source], "MOVED")
         assert store.compare_and_swap(here, 1, claim.next) is True
         assert error_count(admins[source], "MOVED") == moved + 1
         assert store.get(here) == claim.next.to_dict()
         assert admins[target].exists(layout.record_key(here)) == 1
-    finally:
-        for admin in admins.values():
-            admin.close()
-        store.close()
 
 
 def test_a_script_missing_on_the_node_an_ask_points_to_is_loaded_and_sent_after_asking(
@@ -371,47 +396,24 @@ def test_a_script_missing_on_the_node_an_ask_points_to_is_loaded_and_sent_after_
     after ASKING again (the server forgets ASKING after one command), so the new master
     answers it rather than MOVED."""
     store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
-    admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
-    try:
-        key = checkpoint_key(binding("asked"))
-        layout = store._layout
-        slot = key_slot(layout.record_key(key))
-        assert store.create_if_absent(key, create_checkpoint(binding("asked"), created_at=NOW))
-        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
-        target = next(name for name in admins if name != source)
-        ids = {}
-        for name, admin in admins.items():
-            reply = admin.execute_command("CLUSTER", "MYID")
-            ids[name] = reply.decode() if isinstance(reply, bytes) else reply
-        admins[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
-        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
-        host, port = target.rsplit(":", 1)
-        admins[source].execute_command(
-            "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password,
-            "KEYS", layout.record_key(key),
-        )  # fmt: skip
-        admins[target].script_flush()
-        admins[target].script_load(CANDIDATES.text)  # only the fetch's script is missing
-        noscript = error_count(admins[target], "NOSCRIPT")
-        moved = error_count(admins[target], "MOVED")
-
+    key = checkpoint_key(binding("asked"))
+    record_key = store._layout.record_key(key)
+    assert store.create_if_absent(key, create_checkpoint(binding("asked"), created_at=NOW))
+    with store, SlotMove(cluster, store, key_slot(record_key)) as move:
+        new_master = move.admins[move.target]
+        move.migrate(record_key)
+        new_master.script_flush()
+        new_master.script_load(CANDIDATES.text)  # only the fetch's script is missing
+        noscript = error_count(new_master, "NOSCRIPT")
+        moved = error_count(new_master, "MOVED")
         try:
             [listed] = store.list_records([Status.READY])
         finally:  # the slot moves on, whatever the listing did
-            while keys := admins[source].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
-                admins[source].execute_command(
-                    "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password, "KEYS", *keys
-                )
-            for admin in admins.values():
-                admin.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+            move.finish()
         assert listed.key == key
-        assert error_count(admins[target], "NOSCRIPT") == noscript + 1
-        assert error_count(admins[target], "MOVED") == moved
+        assert error_count(new_master, "NOSCRIPT") == noscript + 1
+        assert error_count(new_master, "MOVED") == moved
         assert store.get(key) is not None
-    finally:
-        for admin in admins.values():
-            admin.close()
-        store.close()
 
 
 class _HeldConnection:

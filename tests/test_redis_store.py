@@ -28,6 +28,7 @@ from redis.backoff import NoBackoff
 from redis.connection import PythonRespSerializer
 from redis.retry import Retry
 
+from faults import cancelled_while_returning
 from redis_server import (  # noqa: F401
     RedisServer,
     RedisServerError,
@@ -868,28 +869,9 @@ def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_th
     async def scenario() -> None:
         async with AsyncRedisStore.from_url(redis_url, prefix=fresh_prefix()) as store:
             pool: Any = store._pool
-            original = pool.release
-            returning, gate = asyncio.Event(), asyncio.Event()
-
-            async def slow_release(connection: Any) -> None:
-                returning.set()
-                await gate.wait()
-                await original(connection)
-
-            pool.release = slow_release
-            task = asyncio.ensure_future(store.get(key))
-            await returning.wait()
-            task.cancel()
-            await asyncio.sleep(0.01)
-            gate.set()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            for _ in range(100):
-                if not pool._in_use_connections:
-                    break
-                await asyncio.sleep(0.01)
+            returned = await cancelled_while_returning(pool, "release", lambda: store.get(key))
+            assert len(returned) == 1
             assert not pool._in_use_connections
-            pool.release = original
             assert await store.get(key) is None
 
     asyncio.run(scenario())
