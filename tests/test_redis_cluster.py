@@ -59,8 +59,8 @@ from tool_execution_checkpoint.stores.redis import (
     RedisUnavailableError,
     clients_async,
 )
-from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS
-from tool_execution_checkpoint.stores.redis.scripts import CANDIDATES
+from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS, Request
+from tool_execution_checkpoint.stores.redis.scripts import FETCH
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.listings import check_whole_listing, selected, timed
 from tool_execution_checkpoint.testing.processes import kill_storm
@@ -390,30 +390,31 @@ def test_a_script_missing_on_the_node_an_ask_points_to_is_loaded_and_sent_after_
     cluster: RedisCluster,
     redis_cluster_url: str,  # noqa: F811
 ) -> None:
-    """A slot MIGRATING with a record's hash already on the new master (its index still
-    on the old one): a listing's fetch of it is answered ASK, then NOSCRIPT by the new
-    master, whose script cache is empty. The store loads the script and sends it again
-    after ASKING again (the server forgets ASKING after one command), so the new master
-    answers it rather than MOVED."""
+    """A slot MIGRATING with a record's hash already on the new master: a read-only
+    script on that hash (the fetch a listing sends) is answered ASK by the old master,
+    then NOSCRIPT by the new one, whose script cache is empty. The store loads the
+    script and sends it again after ASKING again (the server forgets ASKING after one
+    command), so the new master answers it rather than MOVED."""
     store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
     key = checkpoint_key(binding("asked"))
     record_key = store._layout.record_key(key)
+    fetch = Request(
+        (b"EVALSHA", FETCH.sha, b"1", record_key), write=False, script=FETCH, route=record_key
+    )
     assert store.create_if_absent(key, create_checkpoint(binding("asked"), created_at=NOW))
     with store, SlotMove(cluster, store, key_slot(record_key)) as move:
         new_master = move.admins[move.target]
         move.migrate(record_key)
         new_master.script_flush()
-        new_master.script_load(CANDIDATES.text)  # only the fetch's script is missing
         noscript = error_count(new_master, "NOSCRIPT")
         moved = error_count(new_master, "MOVED")
         try:
-            [listed] = store.list_records([Status.READY])
-        finally:  # the slot moves on, whatever the listing did
+            [text] = cast(list[bytes], store._execute(fetch))
+        finally:  # the slot moves on, whatever the fetch did
             move.finish()
-        assert listed.key == key
+        assert json.loads(text) == store.get(key)
         assert error_count(new_master, "NOSCRIPT") == noscript + 1
         assert error_count(new_master, "MOVED") == moved
-        assert store.get(key) is not None
 
 
 class _HeldConnection:

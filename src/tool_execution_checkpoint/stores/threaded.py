@@ -8,9 +8,10 @@ driver only blocks gets its async face here, not from a second copy of its code.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, ClassVar, Generic, ParamSpec, Self, TypeVar
 
@@ -59,7 +60,7 @@ class ThreadedStore(Generic[StoreT]):
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=self.thread_name_prefix
         )
-        self._closing: Future[None] | None = None
+        self._closing: concurrent.futures.Future[None] | None = None
 
     @classmethod
     def _wrapping(cls, store: StoreT) -> Self:
