@@ -13,6 +13,8 @@ once the store is really away; it ends by itself a set time later, on a thread:
   a superuser holds ``LOCK TABLE ... IN SHARE MODE`` (reads pass, INSERT and UPDATE
   wait) and terminates (``pg_terminate_backend``) each backend of the store's role that
   waits on a lock; at the end it rolls back, and writes pass again.
+- :func:`cancelled_while_returning`: an asyncio store's operation cancelled while its
+  pool takes the connection back (a second cancellation, as the first unwinds).
 - :class:`SQLiteLock`: a second connection holds ``BEGIN IMMEDIATE`` (the write lock; in
   WAL mode reads pass) for ``hold_for`` seconds, then commits.
 
@@ -23,6 +25,7 @@ that the outage hit the write it meant to hit.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 import subprocess
@@ -49,6 +52,7 @@ __all__ = [
     "RedisRestart",
     "SQLiteLock",
     "SpyStore",
+    "cancelled_while_returning",
 ]
 
 
@@ -299,3 +303,42 @@ class AsyncSpyStore:
     async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
         answer: bool = await self._call("compare_and_swap", key, expected_revision, record)
         return answer
+
+
+async def cancelled_while_returning(
+    pool: Any, method: str, operation: Callable[[], Awaitable[object]]
+) -> list[object]:
+    """Run ``operation`` with ``pool``'s connection return (its method ``method``) held,
+    cancel the operation's task while the return is held, then let the return go on.
+    Return the connections the pool took back (waiting up to a second for a return that
+    goes on after the cancellation)."""
+    original = getattr(pool, method)
+    returned: list[object] = []
+    returning, gate = asyncio.Event(), asyncio.Event()
+
+    async def held(connection: object) -> None:
+        returning.set()
+        await gate.wait()
+        await original(connection)
+        returned.append(connection)
+
+    setattr(pool, method, held)
+    try:
+        task = asyncio.ensure_future(operation())
+        await returning.wait()
+        task.cancel()
+        await asyncio.sleep(0.01)
+        gate.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the operation was not cancelled")
+        for _ in range(100):
+            if returned:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        setattr(pool, method, original)
+    return returned

@@ -156,3 +156,124 @@ def test_every_generated_module_in_the_repository_is_current() -> None:
     for source, target in script.PAIRS:
         assert (ROOT / source).exists()
         assert (ROOT / target).read_text(encoding="utf-8").startswith(script.GENERATED_MARK)
+
+
+def _generate(text: str) -> str:
+    made = script.generate(
+        "src/pkg/thing_async.py", textwrap.dedent(text).lstrip("\n"), Path("src/pkg/thing.py"), ROOT
+    )
+    return str(made).split("\n", 3)[3]  # without the header
+
+
+def test_an_async_branch_marker_may_carry_free_text() -> None:
+    made = _generate(
+        """
+        import asyncio  # ASYNC-ONLY: its sleeps
+        import time
+
+
+        async def nap(seconds):
+            if True:  # ASYNC: the loop must not block
+                await asyncio.sleep(seconds)
+            else:
+                time.sleep(seconds)
+        """
+    )
+    assert made == "import time\n\n\ndef nap(seconds):\n    time.sleep(seconds)\n"
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["#ASYNC", "# ASYNCHRONOUS", "# ASYNC_ONLY", "#  ASYNC", "# an ASYNC branch", "#ASYNC-ONLY"],
+)
+def test_a_comment_holding_async_that_is_no_marker_is_refused(comment: str) -> None:
+    text = f"x = 1\nif True:  {comment}\n    a()\nelse:\n    b()\n"
+    with pytest.raises(script.GenerationError, match="line 2"):
+        script.drop_async_branches(text)
+    with pytest.raises(script.GenerationError, match="line 2"):
+        _generate(text)
+
+
+def test_a_branch_marker_on_a_line_that_is_not_if_true_is_refused() -> None:
+    with pytest.raises(script.GenerationError, match="line 1"):
+        _generate("if ready:  # ASYNC\n    a()\nelse:\n    b()\n")
+
+
+def test_an_if_true_left_in_the_output_is_refused() -> None:
+    with pytest.raises(script.GenerationError, match="if True"):
+        _generate("if True:  # async\n    a()\nelse:\n    b()\n")
+
+
+def test_crlf_line_endings_are_read_as_newlines() -> None:
+    text = "import asyncio  # ASYNC-ONLY\r\nif True:  # ASYNC\r\n    a()\r\nelse:\r\n    b()\r\n"
+    assert _generate(text) == "b()\n"
+
+
+def test_markers_inside_strings_are_text_not_markers() -> None:
+    text = '''
+        def f():
+            """The convention, shown:
+
+            if True:  # ASYNC
+                a()
+            else:
+                b()
+            import asyncio  # ASYNC-ONLY
+            """
+        '''
+    assert _sync(text) == textwrap.dedent(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'async def f(x):\n    return f"{await x}"\n',  # 3.11 keeps the await in the string
+        "def f(store, store_async):\n    return store\n",  # the rename makes two stores
+    ],
+)
+def test_an_output_that_does_not_compile_is_refused(text: str) -> None:
+    with pytest.raises(script.GenerationError):
+        _generate(text)
+
+
+@pytest.mark.parametrize(
+    "text", ['f"{c.aclose} AsyncRedisStore"', 'f"{c.aclose}"', 'f"{await x}"', 'f"to await {x}"']
+)
+def test_a_rename_or_await_inside_an_f_string_is_refused(text: str) -> None:
+    """3.11 reads an f-string as one string, 3.12 as code and text: the two would rename
+    it differently."""
+    with pytest.raises(script.GenerationError, match="f-string"):
+        script.rename(f"x = {text}\n")
+    assert script.rename('x = f"{c.closed} RedisStore"\n') == 'x = f"{c.closed} RedisStore"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        ("import asyncio\n\n\nasync def f(g):\n    await asyncio.shield(g())\n", "asyncio"),
+        ("from collections.abc import Awaitable\n\nx: Awaitable[int]\n", "Awaitable"),
+        ("from typing import Coroutine\n", "Coroutine"),
+        ("async def f(it):\n    return await anext(it)\n", "anext"),
+        ("def f(it):\n    return aiter(it)\n", "aiter"),
+        ("try:\n    pass\nexcept StopAsyncIteration:\n    pass\n", "StopAsyncIteration"),
+        ("from x.asyncio import y\n", "asyncio"),
+    ],
+)
+def test_async_only_names_left_in_the_output_are_refused(text: str, left: str) -> None:
+    with pytest.raises(script.GenerationError, match=left):
+        _generate(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "node"),
+    [
+        ("async def f():\n    pass\n", "AsyncFunctionDef"),
+        ("async def f(g):\n    await g()\n", "Await"),
+        ("async def f(g):\n    async with g():\n        pass\n", "AsyncWith"),
+        ("async def f(g):\n    async for x in g():\n        pass\n", "AsyncFor"),
+        ("async def f(g):\n    return [x async for x in g()]\n", "async comprehension"),
+    ],
+)
+def test_async_syntax_left_in_the_output_is_refused(text: str, node: str) -> None:
+    with pytest.raises(script.GenerationError, match=node):
+        script.check_sync(text, Path("src/pkg/thing.py"))

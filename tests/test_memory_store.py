@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,79 @@ def test_a_cancelled_write_that_started_runs_to_the_end() -> None:
             assert await store.get(KEY) == create_checkpoint(BINDING, created_at=NOW).to_dict()
 
     asyncio.run(scenario())
+
+
+class LoggingMemoryStore(MemoryStore):
+    """A MemoryStore that logs each read and its close with the thread that ran it and
+    whether the store was closed then; a read of ``"slow"`` starts, then waits for
+    ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, str, bool]] = []
+        self.closed = False
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def get(self, key: str) -> dict[str, object] | None:
+        self.log.append((key, threading.current_thread().name, self.closed))
+        if key == "slow":
+            self.started.set()
+            assert self.release.wait(10)
+        return None
+
+    def close(self) -> None:
+        self.log.append(("close", threading.current_thread().name, self.closed))
+        self.closed = True
+
+    async def busy_bridge(self) -> tuple[ThreadedStore[LoggingMemoryStore], asyncio.Future[Any]]:
+        """A bridge over this store, and its slow read, started on the worker."""
+        store = ThreadedStore(self)
+        slow = asyncio.ensure_future(store.get("slow"))
+        assert await asyncio.to_thread(self.started.wait, 10)
+        return store, slow
+
+    def run_off(self, thread: str) -> list[str]:
+        """What ran, in order, after checking that none of it ran on ``thread``."""
+        assert all(ran_on != thread for _, ran_on, _ in self.log)
+        return [entry[0] for entry in self.log]
+
+
+def test_a_cancelled_close_still_closes_the_store_and_nothing_runs_on_the_loop() -> None:
+    """aclose cancelled while an earlier operation runs: the close still happens on the
+    worker, a second aclose waits for that same close, and a later operation meets the
+    closed store off the event loop's thread."""
+    inner = LoggingMemoryStore()
+
+    async def scenario() -> None:
+        store, slow = await inner.busy_bridge()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(store.aclose(), 0.05)
+        inner.release.set()
+        await store.aclose()
+        assert inner.closed
+        assert await slow is None
+        assert await store.get("after") is None
+
+    asyncio.run(scenario())
+    assert inner.run_off(threading.current_thread().name) == ["slow", "close", "after"]
+    assert inner.log[-1][2] is True
+
+
+def test_an_operation_called_while_the_close_waits_queues_behind_it() -> None:
+    """An operation called after aclose started, while an earlier one runs, runs after
+    the close on the worker thread and meets the closed store."""
+    inner = LoggingMemoryStore()
+
+    async def scenario() -> None:
+        store, slow = await inner.busy_bridge()
+        closing = asyncio.ensure_future(store.aclose())
+        await asyncio.sleep(0)
+        during = asyncio.ensure_future(store.get("during"))
+        await asyncio.sleep(0.05)
+        inner.release.set()
+        await asyncio.gather(slow, closing, during)
+
+    asyncio.run(scenario())
+    assert inner.run_off(threading.current_thread().name) == ["slow", "close", "during"]
+    assert inner.log[-1] == ("during", inner.log[1][1], True)

@@ -13,7 +13,9 @@ import functools
 import glob
 import json
 import math
+import os
 import re
+import resource
 import shutil
 import socket
 import tempfile
@@ -22,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import psycopg
@@ -31,6 +34,7 @@ from hypothesis import strategies as st
 from psycopg import pq, sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from faults import cancelled_while_returning
 from postgres_server import (  # noqa: F401
     PostgresServer,
     ServerUnavailableError,
@@ -75,6 +79,7 @@ from tool_execution_checkpoint.stores.postgres import (
     PostgresStore,
     PostgresStoreError,
     PostgresUnavailableError,
+    connections,
     exchanges,
     open_store,
     open_url,
@@ -1091,6 +1096,25 @@ def test_a_cancelled_swap_is_outcome_unknown_too(
         assert store.compare_and_swap(key, 1, claim.next) is True
 
 
+def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_the_pool(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A cancellation that lands while the asyncio store gives its connection back (a
+    second one, while the first unwinds) does not stop the return: the pool gets it."""
+    key, _created = created_record()
+
+    async def scenario() -> None:
+        async with AsyncPostgresStore(postgres_url, table=fresh_table(), max_size=1) as store:
+            assert await store.get(key) is None
+            returned = await cancelled_while_returning(
+                store._pool, "putconn", lambda: store.get(key)
+            )
+            assert len(returned) == 1
+            assert await store.get(key) is None  # the one connection is back
+
+    asyncio.run(scenario())
+
+
 def test_an_idle_connection_killed_in_the_pool_is_replaced_before_sending(
     postgres_server: PostgresServer,  # noqa: F811
 ) -> None:
@@ -1111,6 +1135,31 @@ def test_an_idle_connection_killed_in_the_pool_is_replaced_before_sending(
         claim = claim_execution(created, attempt_id="a", at=NOW)
         assert store.compare_and_swap(key, 1, claim.next) is True
         assert store.get(key) == claim.next.to_dict()
+
+
+def test_an_idle_connection_on_a_descriptor_above_1024_is_judged_by_its_socket() -> None:
+    """The pool's liveness check works on any descriptor, not only those select() takes:
+    a quiet socket on a high descriptor is alive, one whose peer closed is dead."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1600:
+        pytest.skip("the descriptor limit is below 1600")
+    if soft != resource.RLIM_INFINITY and soft < 1600:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1600, hard))
+    ours, peer = socket.socketpair()
+    try:
+        high = os.dup2(ours.fileno(), 1500)
+        connection = SimpleNamespace(
+            closed=False, broken=False, pgconn=SimpleNamespace(socket=high)
+        )
+        pooled = cast(psycopg.Connection[Any], connection)
+        assert connections.alive(pooled)
+        peer.close()
+        assert not connections.alive(pooled)
+    finally:
+        os.close(1500)
+        ours.close()
+        peer.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_refused_write_is_a_store_error_that_never_echoes_the_payload(

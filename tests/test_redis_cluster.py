@@ -58,8 +58,10 @@ from tool_execution_checkpoint.stores.redis import (
     RedisOutcomeUnknownError,
     RedisStore,
     RedisUnavailableError,
+    clients_async,
 )
-from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS
+from tool_execution_checkpoint.stores.redis.layout import SHARD_TAGS, Request
+from tool_execution_checkpoint.stores.redis.scripts import FETCH
 from tool_execution_checkpoint.testing import OperableStoreConformance, active_profile
 from tool_execution_checkpoint.testing.listings import (
     check_paging,
@@ -102,6 +104,50 @@ def error_count(client: redis.Redis, code: str) -> int:
 @pytest.fixture
 def cluster(redis_cluster_url: str) -> RedisCluster:  # noqa: F811
     return cluster_for(redis_cluster_url)
+
+
+class SlotMove:
+    """One slot of the test cluster moving from the master that owns it in ``store``'s
+    slot map (``source``) to another master (``target``), as a reshard moves it: begun
+    IMPORTING and MIGRATING, keys moved by MIGRATE, then the slot given to the new master
+    on every node. ``admins`` are clients of each node, by name."""
+
+    def __init__(self, cluster: RedisCluster, store: RedisStore, slot: int) -> None:
+        self.cluster, self.slot = cluster, slot
+        self.admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
+        admins = self.admins
+        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
+        self.source = source
+        self.target = next(name for name in admins if name != source)
+        self.ids: dict[str, str] = {}
+        for name, admin in admins.items():
+            reply = admin.execute_command("CLUSTER", "MYID")
+            self.ids[name] = reply.decode() if isinstance(reply, bytes) else reply
+        to, of = self.ids[self.target], self.ids[source]
+        admins[self.target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", of)
+        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", to)
+
+    def migrate(self, *keys: bytes) -> None:
+        """Move ``keys`` to the new master."""
+        host, port = self.target.rsplit(":", 1)
+        self.admins[self.source].execute_command(
+            "MIGRATE", host, port, "", 0, 5000, "AUTH", self.cluster.password, "KEYS", *keys
+        )
+
+    def finish(self) -> None:
+        """Move the slot's remaining keys, then give the slot to the new master."""
+        source = self.admins[self.source]
+        while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, 100):
+            self.migrate(*keys)
+        for admin in self.admins.values():
+            admin.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", self.ids[self.target])
+
+    def __enter__(self) -> SlotMove:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for admin in self.admins.values():
+            admin.close()
 
 
 # --- the conformance suites ----------------------------------------------------------------
@@ -285,27 +331,18 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
     (it did not run) until the store gives up with RedisUnavailableError, nothing
     applied. Once the slot has moved, the store is answered MOVED and follows."""
     store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
-    admins: dict[str, Any] = {f"{s.host}:{s.port}": s.client() for s in cluster.servers}
-    try:
-        here = checkpoint_key(binding("here"))
-        layout = store._layout
-        slot = key_slot(layout.record_key(here))
-        absent = next(
-            key
-            for key in (checkpoint_key(binding(f"absent-{n}")) for n in range(1000))
-            if key_slot(layout.record_key(key)) == slot
-        )
-        created = create_checkpoint(binding("here"), created_at=NOW)
-        assert store.create_if_absent(here, created)
-        source = cast(Any, store.client).nodes_manager.get_node_from_slot(slot).name
-        target = next(name for name in admins if name != source)
-        ids = {}
-        for name, admin in admins.items():
-            reply = admin.execute_command("CLUSTER", "MYID")
-            ids[name] = reply.decode() if isinstance(reply, bytes) else reply
-        admins[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
-        admins[source].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
-
+    here = checkpoint_key(binding("here"))
+    layout = store._layout
+    slot = key_slot(layout.record_key(here))
+    absent = next(
+        key
+        for key in (checkpoint_key(binding(f"absent-{n}")) for n in range(1000))
+        if key_slot(layout.record_key(key)) == slot
+    )
+    created = create_checkpoint(binding("here"), created_at=NOW)
+    assert store.create_if_absent(here, created)
+    with store, SlotMove(cluster, store, slot) as move:
+        admins, source, target = move.admins, move.source, move.target
         asked = error_count(admins[source], "ASK")
         assert store.get(here) == created.to_dict()  # still on the old master
         assert store.get(absent) is None  # asked to look on the new one
@@ -330,22 +367,118 @@ def test_a_slot_moving_between_masters_is_followed_and_refused_writes_change_not
         assert store.get(here) == created.to_dict()
         assert counts() == before  # no key appeared on either master
 
-        host, port = target.rsplit(":", 1)
-        while keys := admins[source].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
-            admins[source].execute_command(
-                "MIGRATE", host, port, "", 0, 5000, "AUTH", cluster.password, "KEYS", *keys
-            )
-        for admin in admins.values():
-            admin.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+        move.finish()
         moved = error_count(admins[source], "MOVED")
         assert store.compare_and_swap(here, 1, claim.next) is True
         assert error_count(admins[source], "MOVED") == moved + 1
         assert store.get(here) == claim.next.to_dict()
         assert admins[target].exists(layout.record_key(here)) == 1
-    finally:
-        for admin in admins.values():
-            admin.close()
-        store.close()
+
+
+def test_a_script_missing_on_the_node_an_ask_points_to_is_loaded_and_sent_after_asking(
+    cluster: RedisCluster,
+    redis_cluster_url: str,  # noqa: F811
+) -> None:
+    """A slot MIGRATING with a record's hash already on the new master: a read-only
+    script on that hash (the fetch a listing sends) is answered ASK by the old master,
+    then NOSCRIPT by the new one, whose script cache is empty. The store loads the
+    script and sends it again after ASKING again (the server forgets ASKING after one
+    command), so the new master answers it rather than MOVED."""
+    store = RedisStore.from_url(redis_cluster_url, prefix=fresh_prefix())
+    key = checkpoint_key(binding("asked"))
+    record_key = store._layout.record_key(key)
+    fetch = Request(
+        (b"EVALSHA", FETCH.sha, b"1", record_key), write=False, script=FETCH, route=record_key
+    )
+    assert store.create_if_absent(key, create_checkpoint(binding("asked"), created_at=NOW))
+    with store, SlotMove(cluster, store, key_slot(record_key)) as move:
+        new_master = move.admins[move.target]
+        move.migrate(record_key)
+        new_master.script_flush()
+        noscript = error_count(new_master, "NOSCRIPT")
+        moved = error_count(new_master, "MOVED")
+        try:
+            [text] = cast(list[bytes], store._execute(fetch))
+        finally:  # the slot moves on, whatever the fetch did
+            move.finish()
+        assert json.loads(text) == store.get(key)
+        assert error_count(new_master, "NOSCRIPT") == noscript + 1
+        assert error_count(new_master, "MOVED") == moved
+
+
+class _HeldConnection:
+    """A cluster node's connection whose connect never ends and whose disconnect waits
+    for ``gate``."""
+
+    def __init__(self) -> None:
+        self.connecting, self.disconnecting, self.gate = (asyncio.Event() for _ in range(3))
+
+    async def connect(self) -> None:
+        self.connecting.set()
+        await asyncio.Event().wait()
+
+    async def disconnect(self) -> None:
+        self.disconnecting.set()
+        await self.gate.wait()
+
+
+class _Node:
+    """A cluster node as the store's node pool uses it, counting the connections out."""
+
+    name = "127.0.0.1:1"
+
+    def __init__(self, connection: object) -> None:
+        self.connection_kwargs: dict[str, Any] = {}
+        self.connection = connection
+        self.out = 0
+
+    def acquire_connection(self) -> object:
+        self.out += 1
+        return self.connection
+
+    def release(self, connection: object) -> None:
+        assert connection is self.connection
+        self.out -= 1
+
+    async def disconnect_if_needed(self, connection: object) -> None:
+        assert connection is self.connection
+        raise ConnectionError("the node went away")
+
+
+def test_a_node_connection_cancelled_while_connecting_goes_back_even_if_cancelled_again() -> None:
+    connection = _HeldConnection()
+    node = _Node(connection)
+
+    async def scenario() -> None:
+        pool = clients_async.node_pool(cast(Any, None), cast(Any, node))
+        task = asyncio.ensure_future(pool.get_connection())
+        await connection.connecting.wait()
+        task.cancel()
+        await connection.disconnecting.wait()
+        task.cancel()  # a second cancellation, while the first unwinds
+        connection.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if not node.out:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert node.out == 0
+
+
+def test_a_node_connection_goes_back_even_when_checking_it_fails() -> None:
+    node = _Node(object())
+
+    async def scenario() -> None:
+        pool = clients_async.node_pool(cast(Any, None), cast(Any, node))
+        connection = cast(Any, node).acquire_connection()
+        with pytest.raises(ConnectionError):
+            await pool.release(connection)
+
+    asyncio.run(scenario())
+    assert node.out == 0
 
 
 # --- outcomes, configuration and secrets -----------------------------------------------------

@@ -28,6 +28,7 @@ from redis.backoff import NoBackoff
 from redis.connection import PythonRespSerializer
 from redis.retry import Retry
 
+from faults import cancelled_while_returning
 from redis_server import (  # noqa: F401
     RedisServer,
     RedisServerError,
@@ -835,6 +836,24 @@ def test_a_cancelled_async_write_is_resolved_by_reading_back(
             landed = stored == claim.next.to_dict()
             # Decided by what was read back: claim again only if the claim did not land.
             assert await store.compare_and_swap(key, 1, claim.next) is (not landed)
+
+    asyncio.run(scenario())
+
+
+def test_a_cancellation_during_the_connections_return_does_not_keep_it_out_of_the_pool(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """A cancellation that lands while the store gives its connection back (a second
+    one, while the first unwinds) does not stop the return: the pool gets it back."""
+    key = checkpoint_key(binding())
+
+    async def scenario() -> None:
+        async with AsyncRedisStore.from_url(redis_url, prefix=fresh_prefix()) as store:
+            pool: Any = store._pool
+            returned = await cancelled_while_returning(pool, "release", lambda: store.get(key))
+            assert len(returned) == 1
+            assert not pool._in_use_connections
+            assert await store.get(key) is None
 
     asyncio.run(scenario())
 

@@ -9,8 +9,15 @@ never edited by hand. ``PAIRS`` lists each written module and the module generat
 - each name in ``RENAMES`` renamed, as a token in the code and as a whole word in strings and
   comments (a dotted key such as ``asyncio.sleep`` matches the dotted name);
 - each ``if True:  # ASYNC`` block replaced by the body of its ``else:`` (or nothing), and
-  each line that ends with ``# ASYNC-ONLY`` dropped;
+  each line whose comment is ``# ASYNC-ONLY`` dropped (either marker may be followed by
+  free text; only a comment is a marker, not text in a string);
 - headed by ``HEADER`` and formatted by ruff (imports sorted, then ``ruff format``).
+
+A written module is refused (:class:`GenerationError`) if a comment holds ``ASYNC`` but is
+no marker, if ``async``, ``await`` or a rename key is inside an f-string (Python 3.11 and
+3.12 tokenize those differently), or if its sync twin does not compile or still holds
+asyncio: an ``await``, an ``async`` statement or comprehension, an ``if True:``, or a name
+in ``ASYNC_NAMES``. CRLF line endings are read as LF.
 
 Usage: ``python tools/async_to_sync.py`` writes every generated module;
 ``python tools/async_to_sync.py --check`` writes nothing and exits 1 naming each generated
@@ -118,9 +125,36 @@ HEADER = (
 GENERATED_MARK = "# Generated from "
 """How a generated module's first line starts (the module-size test exempts it)."""
 
-_BRANCH = re.compile(r"^(?P<indent>[ ]*)if True:[ ]*# ASYNC[ ]*$")
-_ASYNC_ONLY = re.compile(r"#[ ]*ASYNC-ONLY[ ]*$")
+ASYNC_NAMES = frozenset(
+    {
+        "asyncio",
+        "Awaitable",
+        "Coroutine",
+        "AsyncIterator",
+        "AsyncIterable",
+        "AsyncGenerator",
+        "anext",
+        "aiter",
+        "StopAsyncIteration",
+        "__aiter__",
+        "__anext__",
+        "__aenter__",
+        "__aexit__",
+    }
+)
+"""Names (also as attributes, and as parts of a dotted import) a generated module must not
+hold: each belongs to asyncio, so one left in a sync module is a rename or an ASYNC block
+missed."""
+
+_MARK = "ASYNC"
+_BRANCH_MARK = re.compile(r"# ASYNC(?![\w-])")
+_ONLY_MARK = re.compile(r"# ASYNC-ONLY(?![\w-])")
+_BRANCH_CODE = "if True:"
 _DROPPED_BEFORE = frozenset({"def", "with", "for"})
+_FSTRING_PREFIX = re.compile(r"[A-Za-z]*")
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+
+_FSTRING_MIDDLE = getattr(tokenize, "FSTRING_MIDDLE", None)
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
 
 
 class GenerationError(Exception):
@@ -151,34 +185,66 @@ def _dedented(lines: Sequence[str], by: int, where: int) -> list[str]:
     return kept
 
 
+def _markers(text: str) -> list[str | None]:
+    """For each line of ``text``, the marker its comment is: ``"branch"`` (``# ASYNC`` on
+    an ``if True:`` line), ``"only"`` (``# ASYNC-ONLY``), or None.
+
+    Raises:
+        GenerationError: for a comment that holds ``ASYNC`` but is no marker, and for a
+            branch marker on a line that is not ``if True:``.
+    """
+    lines = text.splitlines(keepends=True)
+    kinds: list[str | None] = [None] * len(lines)
+    for token in _tokens(text):
+        if token.type != tokenize.COMMENT or _MARK not in token.string:
+            continue
+        row, column = token.start
+        if _ONLY_MARK.match(token.string):
+            kinds[row - 1] = "only"
+        elif not _BRANCH_MARK.match(token.string):
+            raise GenerationError(
+                f"line {row}: a comment holds {_MARK} but is no marker "
+                "(`if True:  # ASYNC` or `# ASYNC-ONLY`, each maybe followed by free text)"
+            )
+        elif lines[row - 1][:column].strip() != _BRANCH_CODE:
+            raise GenerationError(f"line {row}: an ASYNC marker on a line that is not `if True:`")
+        else:
+            kinds[row - 1] = "branch"
+    return kinds
+
+
 def drop_async_branches(text: str) -> str:
     """Replace each ``if True:  # ASYNC`` block by its ``else:`` body, one level out."""
     lines = text.splitlines(keepends=True)
+    kinds = _markers(text)
     index = 0
     while index < len(lines):
-        found = _BRANCH.match(lines[index].rstrip("\n"))
-        if found is None:
+        if kinds[index] != "branch":
             index += 1
             continue
-        indent = len(found["indent"])
+        indent = _indent(lines[index])
         body_end = _block(lines, index + 1, indent)
         if body_end == index + 1:
             raise GenerationError(f"line {index + 1}: an ASYNC branch with no body")
         else_body: list[str] = []
+        else_kinds: list[str | None] = []
         end = body_end
         if body_end < len(lines) and lines[body_end].rstrip() == " " * indent + "else:":
             end = _block(lines, body_end + 1, indent)
             body = lines[body_end + 1 : end]
             step = _indent(next(line for line in body if line.strip())) - indent
             else_body = _dedented(body, step, body_end + 1)
+            else_kinds = kinds[body_end + 1 : end]
         lines[index:end] = else_body
+        kinds[index:end] = else_kinds
     return "".join(lines)
 
 
 def drop_async_only_lines(text: str) -> str:
-    """Drop each line that ends with ``# ASYNC-ONLY``."""
+    """Drop each line whose comment is ``# ASYNC-ONLY``."""
     lines = text.splitlines(keepends=True)
-    return "".join(line for line in lines if not _ASYNC_ONLY.search(line.rstrip("\n")))
+    kinds = _markers(text)
+    return "".join(line for line, kind in zip(lines, kinds, strict=True) if kind != "only")
 
 
 def _offsets(text: str) -> list[int]:
@@ -216,6 +282,30 @@ def _dotted_at(tokens: Sequence[tokenize.TokenInfo], index: int, parts: int) -> 
     return "".join(names)
 
 
+def _check_fstrings(tokens: Sequence[tokenize.TokenInfo], renames: Mapping[str, str]) -> None:
+    """Refuse ``async``, ``await`` or a renamed name (a dotted one's first part) anywhere
+    in an f-string, code or text: Python 3.11 reads an f-string as one STRING token, 3.12
+    as code and text, so each would rewrite it differently."""
+    banned = {key.split(".")[0] for key in renames} | {"async", "await"}
+    words = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(banned))) + r")(?!\w)")
+    depth = 0
+    for token in tokens:
+        if token.type == _FSTRING_START:
+            depth += 1
+        elif token.type == _FSTRING_END:
+            depth -= 1
+        if token.type == tokenize.STRING:
+            prefix = _FSTRING_PREFIX.match(token.string)
+            inside = prefix is not None and "f" in prefix.group().lower()
+        else:
+            inside = depth > 0 and token.type in (tokenize.NAME, _FSTRING_MIDDLE)
+        if inside and words.search(token.string) is not None:
+            raise GenerationError(
+                f"line {token.start[0]}: async, await or a renamed name inside an f-string "
+                "(Python versions tokenize f-strings differently): build the text outside it"
+            )
+
+
 def rename(text: str, renames: Mapping[str, str] = RENAMES) -> str:
     """Drop ``async`` and ``await`` and apply ``renames``, keeping every other character."""
     tokens = _tokens(text)
@@ -225,6 +315,7 @@ def rename(text: str, renames: Mapping[str, str] = RENAMES) -> str:
         ((key.count(".") + 1, key) for key in renames if "." in key),
         reverse=True,
     )
+    _check_fstrings(tokens, renames)
     out: list[str] = []
     cursor = 0
     skip_gap = False
@@ -291,15 +382,56 @@ def _formatted(text: str, target: Path, root: Path) -> str:
     return text
 
 
+def _async_left(node: ast.AST) -> str | None:
+    """What of asyncio ``node`` is, if anything: its kind, or the name it uses."""
+    if isinstance(node, ast.Await | ast.AsyncFunctionDef | ast.AsyncWith | ast.AsyncFor):
+        return type(node).__name__
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        return "an async comprehension" if any(f.is_async for f in node.generators) else None
+    if isinstance(node, ast.If) and isinstance(node.test, ast.Constant) and node.test.value is True:
+        return "an `if True:` (an ASYNC branch whose marker was not read)"
+    names: list[str] = []
+    if isinstance(node, ast.Name):
+        names = [node.id]
+    elif isinstance(node, ast.Attribute):
+        names = [node.attr]
+    elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+        names = [node.name]
+    elif isinstance(node, ast.alias):
+        names = [*node.name.split("."), node.asname or ""]
+    elif isinstance(node, ast.ImportFrom):
+        names = (node.module or "").split(".")
+    return next((name for name in names if name in ASYNC_NAMES), None)
+
+
+def check_sync(text: str, target: Path) -> None:
+    """Refuse ``text``, the generated module at ``target``, if it holds asyncio: an
+    ``await``, an ``async`` statement or comprehension, an ``if True:``, or a name in
+    ``ASYNC_NAMES``."""
+    found = sorted(
+        (getattr(node, "lineno", 0), left)
+        for node in ast.walk(ast.parse(text))
+        if (left := _async_left(node)) is not None
+    )
+    if found:
+        where = "; ".join(f"line {line}: {left}" for line, left in found)
+        raise GenerationError(f"{target} holds asyncio left in the sync module: {where}")
+
+
 def generate(source: str, text: str, target: Path, root: Path = ROOT) -> str:
     """The sync twin of ``text``, the written module at ``source``."""
+    text = text.replace("\r\n", "\n")
     body = rename(drop_async_only_lines(drop_async_branches(text)))
     body = HEADER.format(source=source) + body
     try:
-        ast.parse(body)
+        compile(body, str(target), "exec", dont_inherit=True)
     except SyntaxError as error:
-        raise GenerationError(f"{target} would not parse: line {error.lineno}") from None
-    return _formatted(body, target, root)
+        raise GenerationError(
+            f"{target} would not compile: line {error.lineno}: {error.msg}"
+        ) from None
+    made = _formatted(body, target, root)
+    check_sync(made, target)
+    return made
 
 
 def _generated_files(root: Path) -> Iterator[Path]:

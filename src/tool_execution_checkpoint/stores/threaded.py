@@ -8,6 +8,7 @@ driver only blocks gets its async face here, not from a second copy of its code.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,9 +34,11 @@ class ThreadedStore(Generic[StoreT]):
     Every operation runs on the bridge's own worker thread, one at a time in the order
     they were called, so the event loop never waits on the store's locks or I/O.
 
-    :meth:`aclose` closes the store on that thread once the operations already started
-    are done, and is idempotent. An operation called after it calls the closed store on
-    the calling thread, and answers or raises as the closed store does: a closed
+    :meth:`aclose` closes the store on that thread after the operations called before
+    it; cancelling it does not stop the close, and a second call waits for the same
+    close. An operation called after :meth:`aclose` runs after the close, off the event
+    loop's thread (on the worker, or once it is gone on the loop's default executor),
+    and answers or raises as the closed store does: a closed
     :class:`~.sqlite.SQLiteStore` raises its closed error without I/O, a closed
     :class:`~.memory.MemoryStore` still answers.
 
@@ -56,7 +59,7 @@ class ThreadedStore(Generic[StoreT]):
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=self.thread_name_prefix
         )
-        self._closed = False
+        self._closing: concurrent.futures.Future[None] | None = None
 
     @classmethod
     def _wrapping(cls, store: StoreT) -> Self:
@@ -74,14 +77,12 @@ class ThreadedStore(Generic[StoreT]):
 
     async def _run(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         call = functools.partial(method, *args, **kwargs)
-        if not self._closed:
-            try:
-                future = asyncio.get_running_loop().run_in_executor(self._executor, call)
-            except RuntimeError:  # the executor was shut down meanwhile
-                pass
-            else:
-                return await future
-        return call()  # the store is closed: it answers as a closed store does
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(self._executor, call)
+        except RuntimeError:  # the close is done and the worker gone: the store is closed
+            future = loop.run_in_executor(None, call)
+        return await future
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """See :meth:`CheckpointStore.create_if_absent`."""
@@ -108,12 +109,14 @@ class ThreadedStore(Generic[StoreT]):
         return await self._run(self.store.list_records, listing)
 
     async def aclose(self) -> None:
-        """Close the store after the operations already started. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
-        self._executor.shutdown(wait=False)
+        """Close the store on the worker thread after the operations called before.
+        Idempotent; cancelling the caller does not stop the close."""
+        if self._closing is None:
+            self._closing = self._executor.submit(self.store.close)
+            # Run by the worker as the close ends: an operation queued before this runs
+            # there too, one called after it goes to the default executor.
+            self._closing.add_done_callback(lambda _: self._executor.shutdown(wait=False))
+        await asyncio.shield(asyncio.wrap_future(self._closing))
 
     async def __aenter__(self) -> Self:
         return self

@@ -5,7 +5,7 @@ sends anything."""
 from __future__ import annotations
 
 import math
-import select
+import selectors
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,7 +90,10 @@ def alive(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) ->
     if connection.closed or connection.broken:
         return False
     try:
-        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+        # A selector, not select.select: that refuses descriptors from 1024 up.
+        with selectors.DefaultSelector() as selector:
+            selector.register(connection.pgconn.socket, selectors.EVENT_READ)
+            readable = selector.select(0)
     except (OSError, ValueError, psycopg.Error):
         return False
     return not readable

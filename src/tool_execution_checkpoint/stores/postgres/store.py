@@ -52,10 +52,10 @@ class PostgresStore:
     """A checkpoint store in a PostgreSQL table, over a psycopg_pool
     ``ConnectionPool``: an
     :class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`, whose operations
-    are coroutines in the asyncio store. The store is safe to share between threads; an
-    asyncio store belongs to one event loop, the one its first operation runs on (its
-    pool lives there). The layout, the statements and the durability of each write are
-    described in ``docs/stores/postgres.md``.
+    are coroutines in the asyncio store. The synchronous store is safe to share between
+    threads; the asyncio store is not: it belongs to one event loop, the one its first
+    operation runs on (its pool and lock live there). The layout, the statements and the
+    durability of each write are described in ``docs/stores/postgres.md``.
 
     Args:
         conninfo_or_pool: A ``postgresql://`` URL or libpq key=value string (the store
@@ -224,9 +224,28 @@ class PostgresStore:
                 raise self._diagnose(problem)
             if alive(connection):
                 return connection
-            connection.close()
-            self._pool.putconn(connection)
+            try:
+                connection.close()
+            finally:
+                self._put_back(connection)
         raise PostgresUnavailableError("every pooled connection tried was dead; nothing was sent")
+
+    def _put_back(
+        self, connection: psycopg.Connection[Any], borrowed_without_autocommit: bool = False
+    ) -> None:
+        """Return ``connection`` to the pool, switched back out of autocommit if it was
+        borrowed without it and is idle. In the asyncio store a cancellation of the caller
+        (a second one, while the first unwinds) does not stop the return."""
+        self._returned(connection, borrowed_without_autocommit)
+
+    def _returned(
+        self, connection: psycopg.Connection[Any], borrowed_without_autocommit: bool
+    ) -> None:
+        try:
+            if borrowed_without_autocommit and idle(connection):
+                connection.set_autocommit(False)
+        finally:
+            self._pool.putconn(connection)
 
     def _ensure_ready(self) -> None:
         if self._ready:
@@ -248,9 +267,7 @@ class PostgresStore:
                         connection.set_autocommit(True)
                     self._set_up(connection)
                 finally:
-                    if borrowed_without_autocommit and idle(connection):
-                        connection.set_autocommit(False)
-                    self._pool.putconn(connection)
+                    self._put_back(connection, borrowed_without_autocommit)
             self._ready = True
 
     def _set_up(self, connection: psycopg.Connection[Any]) -> None:
@@ -304,9 +321,7 @@ class PostgresStore:
         except psycopg.Error as error:
             failure = operation_failure(error, statement.operation, write=statement.write)
         finally:
-            if borrowed_without_autocommit and idle(connection):
-                connection.set_autocommit(False)
-            self._pool.putconn(connection)
+            self._put_back(connection, borrowed_without_autocommit)
         raise failure  # outside the except: the server's error is not kept as the context
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:

@@ -53,10 +53,10 @@ class AsyncPostgresStore:
     """A checkpoint store in a PostgreSQL table, over a psycopg_pool
     ``AsyncConnectionPool``: an
     :class:`~tool_execution_checkpoint.stores.OperableCheckpointStore`, whose operations
-    are coroutines in the asyncio store. The store is safe to share between threads; an
-    asyncio store belongs to one event loop, the one its first operation runs on (its
-    pool lives there). The layout, the statements and the durability of each write are
-    described in ``docs/stores/postgres.md``.
+    are coroutines in the asyncio store. The synchronous store is safe to share between
+    threads; the asyncio store is not: it belongs to one event loop, the one its first
+    operation runs on (its pool and lock live there). The layout, the statements and the
+    durability of each write are described in ``docs/stores/postgres.md``.
 
     Args:
         conninfo_or_pool: A ``postgresql://`` URL or libpq key=value string (the store
@@ -228,9 +228,31 @@ class AsyncPostgresStore:
                 raise await self._diagnose(problem)
             if alive(connection):
                 return connection
-            await connection.close()
-            await self._pool.putconn(connection)
+            try:
+                await connection.close()
+            finally:
+                await self._put_back(connection)
         raise PostgresUnavailableError("every pooled connection tried was dead; nothing was sent")
+
+    async def _put_back(
+        self, connection: psycopg.AsyncConnection[Any], borrowed_without_autocommit: bool = False
+    ) -> None:
+        """Return ``connection`` to the pool, switched back out of autocommit if it was
+        borrowed without it and is idle. In the asyncio store a cancellation of the caller
+        (a second one, while the first unwinds) does not stop the return."""
+        if True:  # ASYNC
+            await asyncio.shield(self._returned(connection, borrowed_without_autocommit))
+        else:
+            self._returned(connection, borrowed_without_autocommit)
+
+    async def _returned(
+        self, connection: psycopg.AsyncConnection[Any], borrowed_without_autocommit: bool
+    ) -> None:
+        try:
+            if borrowed_without_autocommit and idle(connection):
+                await connection.set_autocommit(False)
+        finally:
+            await self._pool.putconn(connection)
 
     async def _ensure_ready(self) -> None:
         if self._ready:
@@ -252,9 +274,7 @@ class AsyncPostgresStore:
                         await connection.set_autocommit(True)
                     await self._set_up(connection)
                 finally:
-                    if borrowed_without_autocommit and idle(connection):
-                        await connection.set_autocommit(False)
-                    await self._pool.putconn(connection)
+                    await self._put_back(connection, borrowed_without_autocommit)
             self._ready = True
 
     async def _set_up(self, connection: psycopg.AsyncConnection[Any]) -> None:
@@ -312,9 +332,7 @@ class AsyncPostgresStore:
         except psycopg.Error as error:
             failure = operation_failure(error, statement.operation, write=statement.write)
         finally:
-            if borrowed_without_autocommit and idle(connection):
-                await connection.set_autocommit(False)
-            await self._pool.putconn(connection)
+            await self._put_back(connection, borrowed_without_autocommit)
         raise failure  # outside the except: the server's error is not kept as the context
 
     async def create_if_absent(self, key: str, record: Checkpoint) -> bool:

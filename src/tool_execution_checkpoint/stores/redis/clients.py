@@ -35,6 +35,7 @@ __all__ = [
     "cluster_from_url",
     "exchange",
     "node_pool",
+    "put_back",
 ]
 
 
@@ -92,9 +93,18 @@ def node_pool(cluster: Cluster, node: Node) -> Pool:
     return cast(Pool, pool)
 
 
-def exchange(connection: Connection, request: Request) -> object:
-    """Send ``request`` once and read its reply; after NOSCRIPT (the script did not
-    run), load the script and send it once more."""
+def put_back(pool: Pool, connection: Connection) -> None:
+    """Return ``connection`` to ``pool``. In the asyncio store a cancellation of the
+    caller (a second one, while the first unwinds) does not stop the return."""
+    pool.release(connection)
+
+
+def exchange(connection: Connection, request: Request, *, asking: bool = False) -> object:
+    """Send ``request`` once (after ASKING, when a cluster's ASK redirect sent it to
+    this node) and read its reply; after NOSCRIPT (the script did not run), load the
+    script and send it once more (after ASKING again: the server forgets it after one
+    command)."""
+    _ask(connection, asking)
     connection.send_packed_command(packed(request.args))
     try:
         return connection.read_response(disable_decoding=True)
@@ -103,8 +113,16 @@ def exchange(connection: Connection, request: Request) -> object:
             raise
     connection.send_packed_command(packed((b"SCRIPT", b"LOAD", request.script.text)))
     connection.read_response(disable_decoding=True)
+    _ask(connection, asking)
     connection.send_packed_command(packed(request.args))
     return connection.read_response(disable_decoding=True)
+
+
+def _ask(connection: Connection, asking: bool) -> None:
+    """Send ASKING and read its reply, if ``asking``."""
+    if asking:
+        connection.send_packed_command(packed((b"ASKING",)))
+        connection.read_response(disable_decoding=True)
 
 
 def client_from_url(url: str, socket_timeout: float, connect_timeout: float) -> redis.Redis:

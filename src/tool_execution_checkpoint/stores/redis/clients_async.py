@@ -10,6 +10,7 @@ asyncio one.
 
 from __future__ import annotations
 
+import asyncio  # ASYNC-ONLY
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
@@ -33,6 +34,7 @@ __all__ = [
     "cluster_from_url",
     "exchange",
     "node_pool",
+    "put_back",
 ]
 
 
@@ -114,15 +116,24 @@ if True:  # ASYNC
             try:
                 await connection.connect()
             except BaseException:
-                await connection.disconnect()
-                self._node.release(connection)
+                # Shielded: a second cancellation must not leave it half connected
+                # in the node's free list, nor out of it.
+                await asyncio.shield(self._dropped(connection))
                 raise
             result: Connection = connection
             return result
 
+        async def _dropped(self, connection: Any) -> None:
+            try:
+                await connection.disconnect()
+            finally:
+                self._node.release(connection)
+
         async def release(self, connection: Connection) -> None:
-            await self._node.disconnect_if_needed(connection)
-            self._node.release(connection)
+            try:
+                await self._node.disconnect_if_needed(connection)
+            finally:
+                self._node.release(connection)
 
 
 def node_pool(cluster: Cluster, node: Node) -> Pool:
@@ -133,9 +144,21 @@ def node_pool(cluster: Cluster, node: Node) -> Pool:
     return cast(Pool, pool)
 
 
-async def exchange(connection: Connection, request: Request) -> object:
-    """Send ``request`` once and read its reply; after NOSCRIPT (the script did not
-    run), load the script and send it once more."""
+async def put_back(pool: Pool, connection: Connection) -> None:
+    """Return ``connection`` to ``pool``. In the asyncio store a cancellation of the
+    caller (a second one, while the first unwinds) does not stop the return."""
+    if True:  # ASYNC
+        await asyncio.shield(pool.release(connection))
+    else:
+        pool.release(connection)
+
+
+async def exchange(connection: Connection, request: Request, *, asking: bool = False) -> object:
+    """Send ``request`` once (after ASKING, when a cluster's ASK redirect sent it to
+    this node) and read its reply; after NOSCRIPT (the script did not run), load the
+    script and send it once more (after ASKING again: the server forgets it after one
+    command)."""
+    await _ask(connection, asking)
     await connection.send_packed_command(packed(request.args))
     try:
         return await connection.read_response(disable_decoding=True)
@@ -144,8 +167,16 @@ async def exchange(connection: Connection, request: Request) -> object:
             raise
     await connection.send_packed_command(packed((b"SCRIPT", b"LOAD", request.script.text)))
     await connection.read_response(disable_decoding=True)
+    await _ask(connection, asking)
     await connection.send_packed_command(packed(request.args))
     return await connection.read_response(disable_decoding=True)
+
+
+async def _ask(connection: Connection, asking: bool) -> None:
+    """Send ASKING and read its reply, if ``asking``."""
+    if asking:
+        await connection.send_packed_command(packed((b"ASKING",)))
+        await connection.read_response(disable_decoding=True)
 
 
 def client_from_url(url: str, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:

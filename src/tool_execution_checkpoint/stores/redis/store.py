@@ -39,6 +39,7 @@ from .clients import (
     cluster_from_url,
     exchange,
     node_pool,
+    put_back,
 )
 from .durability import DurabilityReport, OnWeak, apply_policy, check_on_weak, merged
 from .errors import (
@@ -440,7 +441,7 @@ class RedisStore:
                 raise
             raise failure from error
         finally:
-            pool.release(connection)
+            put_back(pool, connection)
         return answers
 
     def _send(
@@ -465,10 +466,7 @@ class RedisStore:
                 raise
             raise failure from error
         try:
-            if asking:
-                connection.send_packed_command(packed((b"ASKING",)))
-                connection.read_response(disable_decoding=True)
-            return exchange(connection, request)
+            return exchange(connection, request, asking=asking)
         except Exception as error:
             if redirects and isinstance(error, _REDIRECTS_RAISED):
                 raise
@@ -478,7 +476,7 @@ class RedisStore:
                 raise
             raise failure from error
         finally:
-            pool.release(connection)
+            put_back(pool, connection)
 
     def _owner(self, manager: Nodes, request: Request) -> Node:
         """The master that owns ``request``'s slot in the client's slot map; a slot with

@@ -34,6 +34,7 @@ from .clients_async import (
     cluster_from_url,
     exchange,
     node_pool,
+    put_back,
 )
 from .durability import DurabilityReport, OnWeak, apply_policy, check_on_weak, merged
 from .errors import (
@@ -459,7 +460,7 @@ class AsyncRedisStore:
                 raise
             raise failure from error
         finally:
-            await pool.release(connection)
+            await put_back(pool, connection)
         return answers
 
     async def _send(
@@ -484,10 +485,7 @@ class AsyncRedisStore:
                 raise
             raise failure from error
         try:
-            if asking:
-                await connection.send_packed_command(packed((b"ASKING",)))
-                await connection.read_response(disable_decoding=True)
-            return await exchange(connection, request)
+            return await exchange(connection, request, asking=asking)
         except Exception as error:
             if redirects and isinstance(error, _REDIRECTS_RAISED):
                 raise
@@ -497,7 +495,7 @@ class AsyncRedisStore:
                 raise
             raise failure from error
         finally:
-            await pool.release(connection)
+            await put_back(pool, connection)
 
     def _owner(self, manager: Nodes, request: Request) -> Node:
         """The master that owns ``request``'s slot in the client's slot map; a slot with
