@@ -31,7 +31,13 @@ from tool_execution_checkpoint import (
     StoreError,
     checkpoint_key,
 )
-from tool_execution_checkpoint.runner import RunStatus, run_once, run_once_async
+from tool_execution_checkpoint.runner import (
+    CallPolicy,
+    RunStatus,
+    ToolDidNotRun,
+    run_once,
+    run_once_async,
+)
 from tool_execution_checkpoint.stores.threaded import ThreadedStore
 
 BINDING = Binding("cancel", "call-SECRET-4", "charge_card", "1", "sha256:00")
@@ -241,20 +247,31 @@ class Declared(Exception):
     """The host's own not-run exception."""
 
 
-def test_a_claim_that_cannot_be_released_is_logged_by_key(
+def test_a_claim_that_landed_is_released_whatever_not_run_declares(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = SlowCreate(0.3)
-    call = run_once_async(
-        ThreadedStore(store), BINDING, Tool(), lambda _: None, not_run=(Declared,)
-    )
+    """ToolDidNotRun always releases: a host's own ``not_run`` list that leaves it out
+    does not leave a claim for a tool that never ran."""
+    store, tool = SlowCreate(0.3), Tool()
+    call = run_once_async(ThreadedStore(store), BINDING, tool, lambda _: None, not_run=(Declared,))
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         _timed_out(call, 0.1)
-    assert _status(store) == Status.EXECUTING.value  # ToolDidNotRun is not declared
-    errors = _errors(caplog)
-    assert len(errors) == 1
-    assert f"key={KEY}" in errors[0]
-    assert BINDING.call_id not in errors[0]
+    assert tool.runs == 0
+    assert _errors(caplog) == []
+    assert _status(store) == Status.RELEASED.value
+
+
+def test_a_tool_raising_tool_did_not_run_is_released_whatever_not_run_declares() -> None:
+    store = MemoryStore()
+
+    def tool() -> object:
+        raise ToolDidNotRun
+
+    with pytest.raises(ToolDidNotRun):
+        run_once(store, BINDING, tool, lambda _: None, not_run=(Declared,))
+    assert _status(store) == Status.RELEASED.value
+    assert CallPolicy(not_run=(Declared,)).stopped_before_effect == (ToolDidNotRun, Declared)
+    assert CallPolicy().stopped_before_effect == (ToolDidNotRun,)
 
 
 @pytest.mark.parametrize("applied", [False, True], ids=["before", "after"])

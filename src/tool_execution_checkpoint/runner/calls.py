@@ -144,13 +144,14 @@ class Call:
         once it holds nothing (a claim of its own that did not land is not tried again)
         or the call is finished. Nothing runs or is sent after a cancellation: a claim
         that landed for the tool is answered as a tool that did not run
-        (:class:`ToolDidNotRun`, so the machine releases it) and a delivery claim as a
-        payload not sent (:class:`DeliveryNotSent`, released), each when the policy
-        declares it; otherwise the claim is left, and :meth:`abandoned` logs it."""
+        (:class:`ToolDidNotRun`: the machine always releases it) and a delivery claim as
+        a payload not sent (:class:`DeliveryNotSent`, released when the policy's
+        ``not_sent`` declares it; otherwise the claim is left, and :meth:`abandoned` logs
+        it)."""
         policy = self.protocol.policy
         while True:
             request = self.request
-            if isinstance(request, RunTool) and issubclass(ToolDidNotRun, policy.not_run):
+            if isinstance(request, RunTool):
                 self.answer(Raised(ToolDidNotRun()))
             elif isinstance(request, Deliver) and issubclass(DeliveryNotSent, policy.not_sent):
                 self.answer(Raised(DeliveryNotSent()))

@@ -326,7 +326,7 @@ class HostProtocol:
         name = type(error).__name__
         if isinstance(error, ToolOutcomeUnknown):
             return self.mark(state, error.reason)
-        if isinstance(error, self.policy.not_run):
+        if isinstance(error, self.policy.stopped_before_effect):
             return self.give_up(state, f"not run: {name}")
         if isinstance(error, self.policy.pass_through):
             return self.mark(state, f"passed through: {name}", reraise=True)

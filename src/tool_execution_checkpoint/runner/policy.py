@@ -17,6 +17,7 @@ from .vocabulary import (
     DEFAULT_NOT_RUN,
     DEFAULT_NOT_SENT,
     AsyncReconcileHook,
+    ToolDidNotRun,
     default_error_payload,
 )
 
@@ -67,6 +68,8 @@ class CallPolicy:
             before ``pass_through``): the claim is released (``released``, reason ``not
             run: <type>``) and the exception re-raised; the next call runs the tool.
             Declare only exceptions raised before the tool may have acted.
+            :class:`ToolDidNotRun` always counts, whatever is declared (see
+            ``stopped_before_effect``).
         wait_seconds: How long a call that finds another attempt executing waits for it
             to finish, reading every ``poll_seconds`` (0: it answers at once).
         poll_seconds: See ``wait_seconds``.
@@ -96,6 +99,10 @@ class CallPolicy:
         max_payload_bytes: The payload limit for every record of the call.
         logger: Gets the phase, the store key, status and revision, never a payload or
             the call id.
+        stopped_before_effect: :class:`ToolDidNotRun` and ``not_run``: the exceptions
+            that release the claim. ToolDidNotRun says by its type that the tool did not
+            run, and the drivers answer it for a claim that landed before a cancellation,
+            so no declaration can leave it out: derived, not given.
         polls: How many times a call waits for another attempt (``wait_seconds`` over
             ``poll_seconds``, rounded up): derived, not given.
 
@@ -121,6 +128,7 @@ class CallPolicy:
     new_id: Callable[[], str] = _new_id
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
     logger: logging.Logger = LOGGER
+    stopped_before_effect: tuple[type[BaseException], ...] = field(init=False, compare=False)
     polls: int = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +160,8 @@ class CallPolicy:
                 ErrorCode.INVALID_ARGUMENT, "must be > 0 when wait_seconds is", field="poll_seconds"
             )
         wait, poll = self.wait_seconds, self.poll_seconds
+        before = self.not_run if ToolDidNotRun in self.not_run else (ToolDidNotRun, *self.not_run)
+        object.__setattr__(self, "stopped_before_effect", before)
         object.__setattr__(self, "polls", int(-(-wait // poll)) if wait else 0)
         for name in _CALLABLE_OPTIONS:
             hook = getattr(self, name)
