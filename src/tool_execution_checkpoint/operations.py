@@ -207,7 +207,7 @@ def _settle(
     """Read the record, refuse it unless it is at ``expected_revision``, in a status the
     table's transition ``name`` leaves from and last written at least ``min_age_us`` ago,
     take the transition with ``step`` and, unless ``dry_run``, write it by
-    compare-and-swap."""
+    compare-and-swap, as durable as the table declares ``name``."""
     expected = _revision(expected_revision)
     least = _min_age(min_age_us)
     check_key(key)
@@ -225,7 +225,7 @@ def _settle(
         raise ClaimTooYoung(age, least)
     transition = step(before)
     if not dry_run and not store.compare_and_swap(
-        key, transition.expected_revision, transition.next
+        key, transition.expected_revision, transition.next, durable=rule.durable
     ):
         raise RevisionMoved(expected, None)
     return Reconciliation(name, before, transition.next, not dry_run)

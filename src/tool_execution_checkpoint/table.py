@@ -207,7 +207,6 @@ class TransitionTable:
     statuses: Mapping[Status, StatusRule]
     transitions: Mapping[str, TransitionRule]
     composed: Mapping[str, ComposedRule]
-    relaxed_statuses: frozenset[Status]
     timestamp_format: str
     timestamp_ordering: str
     timestamp_ordering_why: str
@@ -571,9 +570,6 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
         statuses=MappingProxyType(_load_statuses(data)),
         transitions=MappingProxyType(transitions),
         composed=MappingProxyType({}),  # pragma: no mutate (read by no safety check)
-        relaxed_statuses=frozenset(
-            rule.target for rule in transitions.values() if not rule.durable
-        ),  # the stores' relaxed decision, until they are told each write's durability
         timestamp_format=_str(timestamps, "format", "timestamps"),
         timestamp_ordering=_str(timestamps, "ordering", "timestamps"),
         timestamp_ordering_why=_str(timestamps, "ordering_why", "timestamps"),
