@@ -69,8 +69,10 @@ class Unsent:
         self._layout.create(key, record).send(None)
         return True
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        self._layout.swap(key, expected_revision, record).send(None)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        self._layout.swap(key, expected_revision, record, durable=durable).send(None)
         return True
 
     def get(self, key: str) -> None:

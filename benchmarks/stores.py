@@ -135,7 +135,10 @@ class Recorder:
         self.writes.append((None, record))
         return True
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         del key
         self.writes.append((expected_revision, record))
         return True

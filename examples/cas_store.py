@@ -23,7 +23,9 @@ from tool_execution_checkpoint import (
 
 
 class TinyCASStore:
-    """The whole storage contract: create-if-absent, get, compare-and-swap, one lock."""
+    """The whole storage contract: create-if-absent, get, compare-and-swap, one lock.
+    Nothing is flushed anywhere, so a swap's ``durable`` (False where the host may have
+    it acknowledged before it is flushed) changes nothing here."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -41,7 +43,8 @@ class TinyCASStore:
             row = self.rows.get(key)
         return None if row is None else row[1]
 
-    def compare_and_swap(self, key, expected_revision, record):
+    def compare_and_swap(self, key, expected_revision, record, *, durable=True):
+        del durable
         with self.lock:
             if self.rows.get(key, (None,))[0] != expected_revision:
                 return False

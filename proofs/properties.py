@@ -15,6 +15,7 @@ Records in each status are built once, on first use, by walking the transition t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import icontract
@@ -36,6 +37,9 @@ STATUSES = tuple(TABLE.statuses)
 RULES: dict[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TABLE.composed}
 TRANSITIONS = (*TABLE.transitions, *(n for n, step in TABLE.composed.items() if not step.creates))
 """Every transition over a record: the table's, then its composed steps that do not create."""
+COMPLETING = tuple(n for n, step in TABLE.composed.items() if not step.creates)
+"""The composed steps over a record: each stores a result and claims its delivery
+(complete_and_claim_delivery, and the hand-back step complete_and_deliver)."""
 BINDING_FIELDS = tuple(tec.Binding.JSON_NAMES)
 CLAIMED = (Status.EXECUTING, Status.UNCERTAIN)
 
@@ -47,9 +51,9 @@ def _arguments(name: str, claim_id: str, reason: str) -> dict[str, Any]:
         arguments["attempt_id"] = claim_id
     elif rule.fence is Fence.DELIVERY_ID or name == "claim_delivery":
         arguments["delivery_id"] = claim_id
-    if name == "complete_and_claim_delivery":
+    if name in COMPLETING:
         arguments["delivery_id"] = "fresh-delivery-id"
-    if name in ("complete_execution", "complete_and_claim_delivery"):
+    if name in ("complete_execution", *COMPLETING):
         arguments["result"] = {"ok": True}
     if name == "mark_execution_uncertain":
         arguments["reason"] = reason
@@ -209,30 +213,58 @@ def _same_but_revision(made: tec.Checkpoint, parts: tec.Checkpoint) -> bool:
     return made.to_dict() | {"revision": 0} == parts.to_dict() | {"revision": 0}
 
 
+def _made_by_parts(
+    name: str, record: tec.Checkpoint, attempt_id: str, delivery_id: str, payload: Any
+) -> tec.Transition:
+    """What the table's parts of the composed step ``name`` make of ``record``, one after
+    the other (raising what the first part to refuse raises)."""
+    given: dict[str, dict[str, Any]] = {
+        "complete_execution": {"attempt_id": attempt_id, "result": payload},
+        "claim_delivery": {"delivery_id": delivery_id},
+        "complete_delivery": {"delivery_id": delivery_id},
+    }
+    step = None
+    for part in TABLE.composed[name].parts:
+        function: Callable[..., tec.Transition] = getattr(tec, part)
+        step = function(record, at=AT, **given[part])
+        record = step.next
+    assert step is not None
+    return step
+
+
 @icontract.require(lambda status_index: 0 <= status_index < len(STATUSES))
+@icontract.require(lambda step_index: 0 <= step_index < len(COMPLETING))
 @icontract.ensure(lambda result: result)
 def a_composed_step_is_its_parts_in_one_write(
-    status_index: int, attempt_id: str, delivery_id: str, as_owner: bool, value: int
+    status_index: int,
+    step_index: int,
+    *,
+    attempt_id: str,
+    delivery_id: str,
+    as_owner: bool,
+    value: int,
 ) -> bool:
     """A composed step refuses every record its table row does not leave from, and
     whatever its parts refuse; otherwise its next record is the one its parts make one
     after the other, one revision past the stored one (a record created claimed at the
-    initial revision, over no record), granting the last part's action."""
+    initial revision, over no record), granting the last part's action (hand-back for a
+    hand-back step)."""
+    name = COMPLETING[step_index]
+    rule = TABLE.composed[name]
     record = records()[STATUSES[status_index]]
     owner = record.execution.attempt_id if record.execution is not None else attempt_id
     who = owner if as_owner else attempt_id
     payload = {"n": value}
-    leaves = record.status in RULES["complete_and_claim_delivery"].sources
+    leaves = record.status in rule.sources
     refusal = None
     try:
-        step = tec.complete_and_claim_delivery(
+        step = getattr(tec, name)(
             record, attempt_id=who, delivery_id=delivery_id, at=AT, result=payload
         )
     except tec.CheckpointError as error:
         step, refusal = None, error.code
     try:
-        done = tec.complete_execution(record, attempt_id=who, at=AT, result=payload)
-        parts = tec.claim_delivery(done.next, delivery_id=delivery_id, at=AT)
+        parts = _made_by_parts(name, record, who, delivery_id, payload)
     except tec.CheckpointError:
         parts = None
     if not leaves:  # refused, by its status unless an argument was bad first
@@ -243,11 +275,12 @@ def a_composed_step_is_its_parts_in_one_write(
     elif step is None or parts is None:
         delivered_right = step is None and parts is None
     else:
+        grant = Action.HAND_BACK if rule.hand_back else parts.action
         delivered_right = (
             _same_but_revision(step.next, parts.next)
             and step.expected_revision == record.revision
             and step.next.revision == record.revision + 1
-            and step.action is parts.action
+            and step.action is grant
         )
     try:
         created = tec.create_claimed(BINDING, attempt_id=attempt_id, at=AT)

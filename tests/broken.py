@@ -12,7 +12,10 @@ from tool_execution_checkpoint.stores.memory import MemoryStore
 class RacyStore(MemoryStore):
     """Compare-and-swap as a read followed by a separate write: not atomic."""
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         stored = self.get(key)
         if stored is None or stored["revision"] != expected_revision:
             return False
@@ -26,7 +29,10 @@ class RacyStore(MemoryStore):
 class RevisionBlindStore(MemoryStore):
     """Compare-and-swap that ignores the expected revision."""
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         del expected_revision  # the bug
         with self._lock:
             if key not in self._texts:
@@ -51,8 +57,10 @@ class ForgetfulStore(MemoryStore):
     delivery claim, or alone), then loses it (a write-back cache that dies before it
     flushes)."""
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         if record.status in (Status.COMPLETED, Status.DELIVERING):
             with self._lock:
                 return self._revisions.get(key) == expected_revision
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)

@@ -72,7 +72,10 @@ class TextDictStore:
             row = self._rows.get(self._slot(key))
         return None if row is None else self._decode(row[1])
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         check_swap(key, expected_revision, record)
         with self._lock:
             slot = self._slot(key)
@@ -165,7 +168,10 @@ class JsonFilesStore:
             row = self._read(key)
         return None if row is None else decode_stored(row["record"])
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         check_swap(key, expected_revision, record)
         with self._locked():
             row = self._read(key)
@@ -345,9 +351,11 @@ class _OwnKeyCheck(TextDictStore):
         self._own_check(key)
         return super().get(key)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         self._own_check(key)
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 class QuotingKeyStore(_OwnKeyCheck):

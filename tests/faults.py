@@ -257,9 +257,9 @@ class SpyStore:
         self.inner = inner
         self.failed: Counter[str] = Counter()
 
-    def _call(self, operation: str, *args: Any) -> Any:
+    def _call(self, operation: str, *args: Any, **options: Any) -> Any:
         try:
-            return getattr(self.inner, operation)(*args)
+            return getattr(self.inner, operation)(*args, **options)
         except StoreError:
             self.failed[_what(operation, args)] += 1
             raise
@@ -272,8 +272,12 @@ class SpyStore:
         answer: Mapping[str, Any] | None = self._call("get", key)
         return answer
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        answer: bool = self._call("compare_and_swap", key, expected_revision, record)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        answer: bool = self._call(
+            "compare_and_swap", key, expected_revision, record, durable=durable
+        )
         return answer
 
 
@@ -284,10 +288,10 @@ class AsyncSpyStore:
         self.inner = inner
         self.failed: Counter[str] = Counter()
 
-    async def _call(self, operation: str, *args: Any) -> Any:
+    async def _call(self, operation: str, *args: Any, **options: Any) -> Any:
         method: Callable[..., Awaitable[Any]] = getattr(self.inner, operation)
         try:
-            return await method(*args)
+            return await method(*args, **options)
         except StoreError:
             self.failed[_what(operation, args)] += 1
             raise
@@ -300,8 +304,12 @@ class AsyncSpyStore:
         answer: Mapping[str, Any] | None = await self._call("get", key)
         return answer
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        answer: bool = await self._call("compare_and_swap", key, expected_revision, record)
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        answer: bool = await self._call(
+            "compare_and_swap", key, expected_revision, record, durable=durable
+        )
         return answer
 
 

@@ -41,7 +41,10 @@ class PlainSQLiteStore:
         row = self.db.execute("SELECT record FROM c WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         check_swap(key, expected_revision, record)
         row = (record.revision, record.to_json(), key, expected_revision)
         sql = "UPDATE c SET revision = ?, record = ? WHERE key = ? AND revision = ?"
@@ -55,7 +58,10 @@ class TornWriteStore(PlainSQLiteStore):
     """Broken: a CAS in two commits (first the revision, then the record), so a process
     killed between them leaves a record that never was written whole."""
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         check_swap(key, expected_revision, record)
         moved = self.db.execute(
             "UPDATE c SET revision = ? WHERE key = ? AND revision = ?",
@@ -80,7 +86,10 @@ class ProcessLocalStore(PlainSQLiteStore):
         super().__init__(path)
         self.lock = threading.Lock()
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        del durable  # every write is kept the same way
         check_swap(key, expected_revision, record)
         with self.lock:
             row = self.db.execute("SELECT revision FROM c WHERE key = ?", (key,)).fetchone()

@@ -456,10 +456,12 @@ def test_a_pass_through_exception_is_re_raised_and_leaves_the_call_uncertain() -
 class LosesTheDeliveredMark(MemoryStore):
     """Applies every write but the last one of a call, the delivered mark."""
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         if record.status is Status.DELIVERED:
             raise StoreError("injected: the host died before the delivered mark")
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_stored_result_is_handed_back_whatever_phase_the_record_is_stuck_in() -> None:

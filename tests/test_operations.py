@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from counting_store import CountingStore, Write
 from strategies import _walk
 from tool_execution_checkpoint import (
     TABLE,
@@ -130,6 +131,16 @@ def test_prune_touches_only_old_delivered_records_and_leaves_tombstones() -> Non
         else:
             assert after == before[key], f"{status} was touched"
     assert prune_delivered(store, retention_us=DAY_US, at=NOW) == PruneReport(0)  # none left
+
+
+def test_a_pruning_swaps_as_durably_as_the_table_declares_prune_result() -> None:
+    store = CountingStore()
+    _stuck(Status.DELIVERED, store)
+    store.writes.clear()
+    assert prune_delivered(store, retention_us=0, at=NOW).pruned == 1
+    durable = TABLE.transitions["prune_result"].durable
+    assert store.writes == [Write("swap", Status.DELIVERED, durable)]
+    assert durable is False
 
 
 def test_a_replayed_call_finds_the_tombstone_never_ready() -> None:
@@ -287,13 +298,30 @@ def test_a_moved_revision_is_refused_and_nothing_is_written(kind: Kind) -> None:
         assert store.get(STUCK_KEY) == stored
 
 
+@each_kind
+def test_each_reconciliation_swaps_as_durably_as_the_table_declares(kind: Kind) -> None:
+    """A confirmed delivery is the table's non-durable delivered mark; the rest are
+    durable."""
+    store = CountingStore()
+    _stuck(kind.source, store)
+    store.writes.clear()
+    revision = read_record(store, STUCK_KEY).revision
+    done = kind.settle(store, STUCK_KEY, expected_revision=revision, at=NOW, **kind.extra)
+    assert store.writes == [Write("swap", kind.target, TABLE.transitions[done.transition].durable)]
+    assert store.writes[0].durable is (kind.settle is not confirm_stuck_delivery)
+
+
 class LosesTheSwap(MemoryStore):
     """Once ``lose`` is set, another writer always gets in between the read and the swap."""
 
     lose = False
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
-        return not self.lose and super().compare_and_swap(key, expected_revision, record)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Any, *, durable: bool = True
+    ) -> bool:
+        return not self.lose and super().compare_and_swap(
+            key, expected_revision, record, durable=durable
+        )
 
 
 @each_kind
@@ -494,8 +522,10 @@ class NotingStore(MemoryStore):
         self.noted.setdefault(key, self.now)
         return super().create_if_absent(key, record)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
-        swapped = super().compare_and_swap(key, expected_revision, record)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Any, *, durable: bool = True
+    ) -> bool:
+        swapped = super().compare_and_swap(key, expected_revision, record, durable=durable)
         if swapped:
             self.noted[key] = self.now
         return swapped
@@ -533,8 +563,10 @@ class PlainStore:
     def get(self, key: str) -> Any:
         return self.inner.get(key)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Any) -> bool:
-        return self.inner.compare_and_swap(key, expected_revision, record)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Any, *, durable: bool = True
+    ) -> bool:
+        return self.inner.compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_store_without_a_clock_is_measured_by_the_records_time_against_at() -> None:

@@ -1,6 +1,6 @@
 """Relaxed writes on PostgreSQL, proven with the server's own counters.
 
-A compare-and-swap to a record in a status of ``TABLE.relaxed_statuses`` (delivered: a
+A compare-and-swap the host calls non-durable (``durable=False``, as the table declares a
 delivery's completion and a payload's pruning) commits with ``synchronous_commit`` off for
 its own transaction, unless the store was made with ``synchronous_delivered=True``; every
 other write waits for the WAL flush.
@@ -46,7 +46,6 @@ from tool_execution_checkpoint import (
     Checkpoint,
     CheckpointError,
     ErrorCode,
-    Status,
     claim_delivery,
     claim_execution,
     complete_delivery,
@@ -67,6 +66,16 @@ HANDFUL = N // 5
 RELAX = "set_config('synchronous_commit', 'off', true)"
 
 Swap = tuple[str, Transition]
+
+DURABLE = {
+    name: TABLE.transitions[step].durable
+    for name, step in (
+        ("claim", "claim_delivery"),
+        ("complete", "complete_delivery"),
+        ("prune", "prune_result"),
+    )
+}
+"""Each measured kind of swap's durability, as the table declares it and a host passes it."""
 
 
 @pytest.fixture(scope="module")
@@ -187,24 +196,30 @@ def _prunes(completions: list[Swap]) -> list[Swap]:
     return [(key, prune_result(t.next, at=NOW)) for key, t in completions]
 
 
-def _swapper(store: PostgresStore, swaps: list[Swap]) -> Callable[[], None]:
+def _swapper(store: PostgresStore, swaps: list[Swap], *, durable: bool) -> Callable[[], None]:
     def swap_all() -> None:
-        for key, transition in swaps:
-            assert store.compare_and_swap(key, transition.expected_revision, transition.next)
+        for key, step in swaps:
+            assert store.compare_and_swap(key, step.expected_revision, step.next, durable=durable)
 
     return swap_all
 
 
-def _aswapper(store: AsyncPostgresStore, swaps: list[Swap]) -> Callable[[], Awaitable[None]]:
+def _aswapper(
+    store: AsyncPostgresStore, swaps: list[Swap], *, durable: bool
+) -> Callable[[], Awaitable[None]]:
     async def swap_all() -> None:
-        for key, transition in swaps:
-            assert await store.compare_and_swap(key, transition.expected_revision, transition.next)
+        for key, step in swaps:
+            swap = store.compare_and_swap(key, step.expected_revision, step.next, durable=durable)
+            assert await swap
 
     return swap_all
 
 
-def _measure_sync(server: PostgresServer, *, synchronous_delivered: bool) -> dict[str, Flushes]:
-    """The fsyncs of N delivery claims, then N completions, then N prunes, in a row."""
+def _measure_sync(
+    server: PostgresServer, *, synchronous_delivered: bool, durable: bool | None = None
+) -> dict[str, Flushes]:
+    """The fsyncs of N delivery claims, then N completions, then N prunes, in a row, each
+    swap as durable as the table declares it (or as ``durable`` says, for all)."""
     pool = _one_connection(server)
     try:
         store = PostgresStore(
@@ -215,7 +230,7 @@ def _measure_sync(server: PostgresServer, *, synchronous_delivered: bool) -> dic
         completions = _completions(claims)
         prunes = _prunes(completions)
         measured = {
-            name: _flushes(server, pool, _swapper(store, swaps))
+            name: _flushes(server, pool, _swapper(store, swaps, durable=_durable(name, durable)))
             for name, swaps in (("claim", claims), ("complete", completions), ("prune", prunes))
         }
         for key, transition in prunes:  # each swap landed, exactly as written
@@ -225,7 +240,13 @@ def _measure_sync(server: PostgresServer, *, synchronous_delivered: bool) -> dic
         pool.close()
 
 
-def _measure_async(server: PostgresServer, *, synchronous_delivered: bool) -> dict[str, Flushes]:
+def _durable(name: str, durable: bool | None) -> bool:
+    return DURABLE[name] if durable is None else durable
+
+
+def _measure_async(
+    server: PostgresServer, *, synchronous_delivered: bool, durable: bool | None = None
+) -> dict[str, Flushes]:
     async def scenario() -> dict[str, Flushes]:
         pool = await _one_async_connection(server)
         try:
@@ -238,7 +259,8 @@ def _measure_async(server: PostgresServer, *, synchronous_delivered: bool) -> di
             prunes = _prunes(completions)
             measured = {}
             for name, swaps in (("claim", claims), ("complete", completions), ("prune", prunes)):
-                measured[name] = await _aflushes(server, pool, _aswapper(store, swaps))
+                swap_all = _aswapper(store, swaps, durable=_durable(name, durable))
+                measured[name] = await _aflushes(server, pool, swap_all)
             for key, transition in prunes:
                 assert await store.get(key) == transition.next.to_dict()
             return measured
@@ -265,9 +287,25 @@ def test_the_server_is_durable_and_counts_wal_fsyncs(quiet_server: PostgresServe
     assert int(settings["server_version_num"]) >= 150000  # pg_stat_force_next_flush
 
 
-def test_delivered_is_the_only_relaxed_status() -> None:
-    """What the store relaxes is the table's, not its own list: delivered, today."""
-    assert TABLE.relaxed_statuses == frozenset({Status.DELIVERED})
+def test_the_delivered_mark_and_the_pruning_are_the_only_non_durable_writes() -> None:
+    """What a host tells the store to relax is the table's: the delivered mark and the
+    pruning, today; every composed step is durable."""
+    relaxed = {name for name, rule in TABLE.transitions.items() if not rule.durable}
+    assert relaxed == {"complete_delivery", "prune_result"}
+    assert DURABLE == {"claim": True, "complete": False, "prune": False}
+    assert all(step.durable for step in TABLE.composed.values())
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_swap_is_relaxed_by_its_durability_not_by_its_status(
+    quiet_server: PostgresServer, kind: str
+) -> None:
+    """A delivered mark the host calls durable (the hand-back step lands in delivered
+    durably) waits for the flush; a claim it called non-durable would not."""
+    relaxed_claims = MEASURES[kind](quiet_server, synchronous_delivered=False, durable=False)
+    assert relaxed_claims["claim"].syncs <= HANDFUL, relaxed_claims
+    durable_marks = MEASURES[kind](quiet_server, synchronous_delivered=False, durable=True)
+    assert durable_marks["complete"].syncs >= N, durable_marks
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -300,13 +338,13 @@ def test_the_relaxed_setting_ends_with_its_transaction(quiet_server: PostgresSer
         store = PostgresStore(pool, table=fresh_table())
         records = [_set_up(store, f"call-{index}") for index in range(N)]
         claims = _claims(records)
-        _swapper(store, claims)()
+        _swapper(store, claims, durable=True)()
         completions = _completions(claims)
         fresh = [created_record(f"new-{index}") for index in range(N)]
 
         def alternate() -> None:
             for (key, done), (new_key, created) in zip(completions, fresh, strict=True):
-                assert store.compare_and_swap(key, done.expected_revision, done.next)
+                assert store.compare_and_swap(key, done.expected_revision, done.next, durable=False)
                 assert store.create_if_absent(new_key, created)
 
         measured = _flushes(quiet_server, pool, alternate)
@@ -328,13 +366,16 @@ def test_async_relaxed_setting_ends_with_its_transaction(quiet_server: PostgresS
             store = AsyncPostgresStore(pool, table=fresh_table())
             records = [await _aset_up(store, f"call-{index}") for index in range(N)]
             claims = _claims(records)
-            await _aswapper(store, claims)()
+            await _aswapper(store, claims, durable=True)()
             completions = _completions(claims)
             fresh = [created_record(f"new-{index}") for index in range(N)]
 
             async def alternate() -> None:
                 for (key, done), (new_key, created) in zip(completions, fresh, strict=True):
-                    assert await store.compare_and_swap(key, done.expected_revision, done.next)
+                    swap = store.compare_and_swap(
+                        key, done.expected_revision, done.next, durable=False
+                    )
+                    assert await swap
                     assert await store.create_if_absent(new_key, created)
 
             measured = await _aflushes(quiet_server, pool, alternate)
@@ -377,17 +418,23 @@ def _traced_parses(server: PostgresServer, *, synchronous_delivered: bool) -> di
             ),
             (
                 "complete",
-                lambda: store.compare_and_swap(key, done.expected_revision, done.next),
+                lambda: store.compare_and_swap(
+                    key, done.expected_revision, done.next, durable=False
+                ),
                 True,
             ),
             (
                 "prune",
-                lambda: store.compare_and_swap(key, pruned.expected_revision, pruned.next),
+                lambda: store.compare_and_swap(
+                    key, pruned.expected_revision, pruned.next, durable=False
+                ),
                 True,
             ),
             (
                 "stale",
-                lambda: store.compare_and_swap(key, done.expected_revision, done.next),
+                lambda: store.compare_and_swap(
+                    key, done.expected_revision, done.next, durable=False
+                ),
                 False,
             ),
         ]
@@ -415,8 +462,9 @@ def _traced_parses(server: PostgresServer, *, synchronous_delivered: bool) -> di
 def test_a_relaxed_swap_is_one_statement_in_one_round_trip(
     quiet_server: PostgresServer, synchronous_delivered: bool
 ) -> None:
-    """The delivered swap's UPDATE carries the setting itself; every other write is the
-    plain statement, and with synchronous_delivered=True the delivered swap is too."""
+    """A swap called non-durable carries the setting in its UPDATE itself; every other
+    write is the plain statement, and with synchronous_delivered=True the non-durable
+    swaps are too."""
     parses = _traced_parses(quiet_server, synchronous_delivered=synchronous_delivered)
     relaxed = {name for name, parse in parses.items() if RELAX in parse}
     assert relaxed == (set() if synchronous_delivered else {"complete", "prune", "stale"})
@@ -435,22 +483,22 @@ def test_a_relaxed_swap_is_still_a_compare_and_swap(quiet_server: PostgresServer
         released = release_delivery(claim.next, delivery_id="d", at=NOW)
         with PostgresStore(quiet_server.url, table=store._sql.table, max_size=1) as other:
             assert other.compare_and_swap(key, released.expected_revision, released.next)
-        assert not store.compare_and_swap(key, done.expected_revision, done.next)
+        assert not store.compare_and_swap(key, done.expected_revision, done.next, durable=False)
         assert store.get(key) == released.next.to_dict()
         # Claimed again, it wins once, reads back exactly, and loses from then on.
         again = claim_delivery(released.next, delivery_id="e", at=NOW)
         assert store.compare_and_swap(key, again.expected_revision, again.next)
         done = complete_delivery(again.next, delivery_id="e", at=NOW)
-        assert store.compare_and_swap(key, done.expected_revision, done.next)
+        assert store.compare_and_swap(key, done.expected_revision, done.next, durable=False)
         assert store.get(key) == done.next.to_dict()
-        assert not store.compare_and_swap(key, done.expected_revision, done.next)
+        assert not store.compare_and_swap(key, done.expected_revision, done.next, durable=False)
         pruned = prune_result(done.next, at=NOW)
-        assert store.compare_and_swap(key, pruned.expected_revision, pruned.next)
-        assert not store.compare_and_swap(key, pruned.expected_revision, pruned.next)
+        assert store.compare_and_swap(key, pruned.expected_revision, pruned.next, durable=False)
+        assert not store.compare_and_swap(key, pruned.expected_revision, pruned.next, durable=False)
         assert store.get(key) == pruned.next.to_dict()
         # No row under a key: nothing swapped, nothing made.
         absent, _ = created_record("absent")
-        assert not store.compare_and_swap(absent, done.expected_revision, done.next)
+        assert not store.compare_and_swap(absent, done.expected_revision, done.next, durable=False)
         assert store.get(absent) is None
         with admin(quiet_server) as connection:
             query = sql.SQL("SELECT revision, status FROM {} WHERE key = %s")
@@ -469,11 +517,17 @@ def test_an_async_relaxed_swap_is_still_a_compare_and_swap(
             claim = claim_delivery(completed, delivery_id="d", at=NOW)
             assert await store.compare_and_swap(key, claim.expected_revision, claim.next)
             done = complete_delivery(claim.next, delivery_id="d", at=NOW)
-            assert await store.compare_and_swap(key, done.expected_revision, done.next)
-            assert not await store.compare_and_swap(key, done.expected_revision, done.next)
+            assert await store.compare_and_swap(
+                key, done.expected_revision, done.next, durable=False
+            )
+            assert not await store.compare_and_swap(
+                key, done.expected_revision, done.next, durable=False
+            )
             assert await store.get(key) == done.next.to_dict()
             pruned = prune_result(done.next, at=NOW)
-            assert await store.compare_and_swap(key, pruned.expected_revision, pruned.next)
+            assert await store.compare_and_swap(
+                key, pruned.expected_revision, pruned.next, durable=False
+            )
             assert await store.get(key) == pruned.next.to_dict()
 
     asyncio.run(scenario())
@@ -484,9 +538,11 @@ def test_the_async_store_sends_the_same_statements(quiet_server: PostgresServer)
     byte for byte, in one round trip each."""
     table = fresh_table()
 
-    def swaps(record: Checkpoint) -> list[Transition]:
+    def swaps(record: Checkpoint) -> list[tuple[Transition, bool]]:
+        """The delivery claim (durable) and its completion (not), as a host sends them."""
         claim = claim_delivery(record, delivery_id="d", at=NOW)
-        return [claim, complete_delivery(claim.next, delivery_id="d", at=NOW)]
+        done = complete_delivery(claim.next, delivery_id="d", at=NOW)
+        return [(claim, DURABLE["claim"]), (done, DURABLE["complete"])]
 
     async def scenario() -> list[list[str]]:
         pool = await _one_async_connection(quiet_server, prepared=False)
@@ -500,8 +556,11 @@ def test_the_async_store_sends_the_same_statements(quiet_server: PostgresServer)
                 connection.pgconn.set_trace_flags(
                     pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE
                 )
-                for step in swaps(completed):
-                    assert await store.compare_and_swap(key, step.expected_revision, step.next)
+                for step, durable in swaps(completed):
+                    swap = store.compare_and_swap(
+                        key, step.expected_revision, step.next, durable=durable
+                    )
+                    assert await swap
                 connection.pgconn.untrace()
                 trace.seek(0)
                 lines = trace.read().decode("utf-8", "replace").splitlines()
@@ -518,8 +577,9 @@ def test_the_async_store_sends_the_same_statements(quiet_server: PostgresServer)
         pool.putconn(connection)
 
         def swap_both() -> None:
-            for step in swaps(completed):
-                assert store.compare_and_swap(key, step.expected_revision, step.next)
+            for step, durable in swaps(completed):
+                swap = store.compare_and_swap
+                assert swap(key, step.expected_revision, step.next, durable=durable)
 
         sync_messages = _trace_lines(connection.pgconn, swap_both)
     finally:

@@ -33,6 +33,14 @@ from explore import BINDING, OPTIONS, explore  # noqa: E402
 
 ENGINE = "transitions/engine.py"
 STEPS = "transitions/steps.py"
+HAND_BACK_DELIVERED = "    delivered = begun.at if TABLE.composed[name].hand_back else None\n"
+"""Where the composed completing steps' body records the hand-back step's delivery."""
+COMPOSED_BEGIN = (
+    "    begun = _begin(\n"
+    "        name, record, at, max_payload_bytes, attempt_id=attempt_id, delivery_id=delivery_id\n"
+    "    )\n"
+)
+"""The prologue of that body, which fences it."""
 
 # invariant -> (file, original text, mutated text)
 MUTANTS: dict[str, tuple[str, str, str]] = {
@@ -65,13 +73,30 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "a delivery claimed with its result dropped": (
         STEPS,
-        "        result=stored,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
-        "        result=None,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
+        "    return _advance(begun.rule, begun.record, begun.at, result=stored, delivery=delivery)",
+        "    return _advance(begun.rule, begun.record, begun.at, result=None, delivery=delivery)",
     ),
     "a composed delivery claim under another id than its parts make": (
         STEPS,
-        "        result=stored,\n        delivery=checked_delivery(begun.delivery_id, begun.at),",
-        "        result=stored,\n        delivery=checked_delivery(begun.attempt_id, begun.at),",
+        "    delivery = checked_delivery(begun.delivery_id, begun.at, delivered)",
+        "    delivery = checked_delivery(begun.attempt_id, begun.at, delivered)",
+    ),
+    "a hand-back step that lands without storing the payload": (
+        STEPS,
+        HAND_BACK_DELIVERED,
+        HAND_BACK_DELIVERED + "    stored = None if delivered else stored\n",
+    ),
+    "a hand-back step that skips the fence": (
+        STEPS,
+        COMPOSED_BEGIN,
+        "    owner = _load(record, max_payload_bytes).execution\n"
+        "    if TABLE.composed[name].hand_back and owner is not None:\n"
+        "        attempt_id = owner.attempt_id\n" + COMPOSED_BEGIN,
+    ),
+    "a hand-back step delivered at another time than its parts make": (
+        STEPS,
+        HAND_BACK_DELIVERED,
+        HAND_BACK_DELIVERED.replace("begun.at if", '"2030-01-01T00:00:00Z" if'),
     ),
     "a foreign id releases a claim": (
         STEPS,
@@ -96,6 +121,7 @@ EXPLORER_CATCHES = {
     "a transition skips a revision": "revision by more than one",
     "a completed record without its result": "INVALID_CHECKPOINT",
     "a delivery claimed with its result dropped": "INVALID_CHECKPOINT",
+    "a hand-back step that skips the fence": "complete_and_deliver let a foreign id finish",
 }
 
 CROSSHAIR_CATCHES = {
@@ -111,6 +137,13 @@ CROSSHAIR_CATCHES = {
     "a completed record without its result": "properties.next_validates_one_revision_on",
     "a delivery claimed with its result dropped": "properties.next_validates_one_revision_on",
     "a composed delivery claim under another id than its parts make": (
+        "properties.a_composed_step_is_its_parts_in_one_write"
+    ),
+    "a hand-back step that lands without storing the payload": (
+        "properties.next_validates_one_revision_on"
+    ),
+    "a hand-back step that skips the fence": "properties.foreign_ids_never_finish_a_claim",
+    "a hand-back step delivered at another time than its parts make": (
         "properties.a_composed_step_is_its_parts_in_one_write"
     ),
     "a changed binding is a cache hit": "properties.a_changed_binding_field_conflicts",

@@ -1,6 +1,6 @@
 """Relaxed writes on Redis, proven with the server's own append-only file.
 
-A compare-and-swap to a record in a status of ``TABLE.relaxed_statuses`` (delivered: a
+A compare-and-swap the host calls non-durable (``durable=False``, as the table declares a
 delivery's completion and a payload's pruning) runs its script after
 ``redis.set_repl(redis.REPL_REPLICA)``, unless the store was made with
 ``synchronous_delivered=True``: its effects reach memory and replicas but not the AOF, so
@@ -107,6 +107,9 @@ def _prunes(completions: list[Swap]) -> list[Swap]:
 
 DURABLE = ("create", "claim", "result", "delivery claim")
 """The writes that take a call to delivering, each of which must be appended."""
+MARK_DURABLE = TABLE.transitions["complete_delivery"].durable
+PRUNE_DURABLE = TABLE.transitions["prune_result"].durable
+"""The durability a host passes with a delivered mark and a pruning: the table's."""
 
 
 async def _settled(value: Any) -> Any:
@@ -114,11 +117,15 @@ async def _settled(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _measure(server: RedisServer, kind: str, *, synchronous_delivered: bool) -> dict[str, int]:
+def _measure(
+    server: RedisServer, kind: str, *, synchronous_delivered: bool, relax_all: bool = False
+) -> dict[str, int]:
     """The fewest AOF bytes any one of N calls' durable writes added, by write (each
     measured alone and made when it is awaited), then the AOF bytes that N completions
-    and then N prunes added; each swap read back exactly. ``kind`` picks the store: the
-    sync one or the asyncio one, driven by the same steps."""
+    and then N prunes added; each swap read back exactly, and sent as durable as the
+    table declares it (every swap non-durable with ``relax_all``: a host that gets it
+    wrong). ``kind`` picks the store: the sync one or the asyncio one, driven by the same
+    steps."""
     opener = RedisStore if kind == "sync" else AsyncRedisStore
 
     async def scenario() -> dict[str, int]:
@@ -137,7 +144,11 @@ def _measure(server: RedisServer, kind: str, *, synchronous_delivered: bool) -> 
                 ]
                 writes += [
                     functools.partial(
-                        store.compare_and_swap, key, step.expected_revision, step.next
+                        store.compare_and_swap,
+                        key,
+                        step.expected_revision,
+                        step.next,
+                        durable=not relax_all,
                     )
                     for step in steps
                 ]
@@ -149,12 +160,16 @@ def _measure(server: RedisServer, kind: str, *, synchronous_delivered: bool) -> 
                 records.append((key, steps[-1].next))
             completions = _completions(records)
             prunes = _prunes(completions)
-            for name, swaps in (("complete", completions), ("prune", prunes)):
+            for name, swaps, durable in (
+                ("complete", completions, MARK_DURABLE),
+                ("prune", prunes, PRUNE_DURABLE),
+            ):
                 before = _aof_size(server)
                 for key, transition in swaps:
-                    assert await _settled(
-                        store.compare_and_swap(key, transition.expected_revision, transition.next)
+                    swap = store.compare_and_swap(
+                        key, transition.expected_revision, transition.next, durable=durable
                     )
+                    assert await _settled(swap)
                 measured[name] = _aof_size(server) - before
             for key, transition in prunes:
                 assert await _settled(store.get(key)) == transition.next.to_dict()
@@ -181,9 +196,14 @@ def _check_relaxed(measured: dict[str, int]) -> None:
     assert measured["prune"] == 0, measured
 
 
-def test_delivered_is_the_only_relaxed_status() -> None:
-    """What the store relaxes is the table's, not its own list: delivered, today."""
-    assert TABLE.relaxed_statuses == frozenset({Status.DELIVERED})
+def test_the_delivered_mark_and_the_pruning_are_the_only_non_durable_writes() -> None:
+    """What a host tells the store to relax is the table's: the delivered mark and the
+    pruning, today; every composed step (the hand-back step, which lands in delivered,
+    too) is durable."""
+    relaxed = {name for name, rule in TABLE.transitions.items() if not rule.durable}
+    assert relaxed == {"complete_delivery", "prune_result"}
+    assert (MARK_DURABLE, PRUNE_DURABLE) == (False, False)
+    assert all(step.durable for step in TABLE.composed.values())
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -196,16 +216,11 @@ def test_a_delivered_mark_is_not_appended_and_every_other_write_is(
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_the_check_catches_a_store_that_relaxes_a_claim(
-    quiet_server: RedisServer, kind: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A store that also relaxed executing (a claim, which guards against a rerun) is
-    caught: the claim adds nothing to the AOF."""
-    relaxing = type(
-        "Relaxing", (), {"relaxed_statuses": TABLE.relaxed_statuses | {Status.EXECUTING}}
-    )
-    monkeypatch.setattr("tool_execution_checkpoint.stores.redis.layout.TABLE", relaxing)
-    measured = _measure(quiet_server, kind, synchronous_delivered=False)
+def test_the_check_catches_a_claim_sent_non_durable(quiet_server: RedisServer, kind: str) -> None:
+    """The store relaxes by the write's durability, not by its status: a host that sent
+    its claim (which guards against a rerun) non-durable is caught, the claim adding
+    nothing to the AOF."""
+    measured = _measure(quiet_server, kind, synchronous_delivered=False, relax_all=True)
     assert measured["claim"] == 0, measured
     with pytest.raises(AssertionError):
         _check_relaxed(measured)
@@ -248,14 +263,18 @@ def test_a_restart_reads_a_lost_mark_back_as_delivering_whole(tmp_path: Path, ho
         with RedisStore.from_url(server.url()) as store:
             key, delivering = _set_up(store, "lost")
             mark = complete_delivery(delivering, delivery_id="d", at=NOW)
-            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            assert store.compare_and_swap(
+                key, mark.expected_revision, mark.next, durable=MARK_DURABLE
+            )
             assert store.get(key) == mark.next.to_dict()
         server = _restarted(server, how)
         with RedisStore.from_url(server.url()) as store:
             assert store.get(key) == delivering.to_dict()  # the record before, exactly
             assert _listed(store) == [(key, Status.DELIVERING)]
             # The protocol goes on from there: the mark is made again, at the old revision.
-            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            assert store.compare_and_swap(
+                key, mark.expected_revision, mark.next, durable=MARK_DURABLE
+            )
     finally:
         stop_redis_server(server)
 
@@ -268,7 +287,9 @@ def test_a_mark_survives_a_crash_when_appended_or_rewritten(tmp_path: Path, keep
         with RedisStore.from_url(server.url(), synchronous_delivered=not relaxed) as store:
             key, delivering = _set_up(store, "kept")
             mark = complete_delivery(delivering, delivery_id="d", at=NOW)
-            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            assert store.compare_and_swap(
+                key, mark.expected_revision, mark.next, durable=MARK_DURABLE
+            )
         if keep == "bgrewriteaof":
             _rewrite(server)
         server = _restarted(server, "kill")
@@ -309,7 +330,9 @@ def test_a_replica_receives_the_mark(tmp_path: Path) -> None:
         with RedisStore.from_url(primary.url()) as store:
             key, delivering = _set_up(store, "replicated")
             mark = complete_delivery(delivering, delivery_id="d", at=NOW)
-            assert store.compare_and_swap(key, mark.expected_revision, mark.next)
+            assert store.compare_and_swap(
+                key, mark.expected_revision, mark.next, durable=MARK_DURABLE
+            )
             with primary.client() as client:
                 assert client.execute_command("WAIT", 1, 10_000) == 1
         with RedisStore(reader) as seen:

@@ -88,11 +88,13 @@ class FlakyStore(MemoryStore):
         super().__init__()
         self.before, self.after, self.swaps = set(before), set(after), 0
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         self.swaps += 1
         if self.swaps in self.before:
             raise StoreError("injected: not applied")
-        won = super().compare_and_swap(key, expected_revision, record)
+        won = super().compare_and_swap(key, expected_revision, record, durable=durable)
         if self.swaps in self.after:
             raise OutcomeUnknownError("injected: applied, reply lost")
         return won
@@ -299,9 +301,11 @@ class CountingStore(MemoryStore):
         self.calls.append("get")
         return super().get(key)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         self.calls.append("swap")
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_fresh_call_reads_nothing_it_wrote_itself() -> None:
@@ -600,12 +604,14 @@ class OperatorFirst(MemoryStore):
         super().__init__()
         self.status, self.settle = status, settle
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         if record.status is self.status and self.settle is not None:
             current = Checkpoint.from_dict(self.get(key) or {})
             step, self.settle = self.settle(current), None
             assert super().compare_and_swap(key, step.expected_revision, step.next)
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_mark_that_an_operator_overtook_delivers_the_operators_result() -> None:
@@ -647,12 +653,14 @@ class SwapsFailFrom(MemoryStore):
         super().__init__()
         self.before, self.after, self.failing = before, after, False
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         current = self.get(key) or {}
         if current.get("status") == self.before.value and record.status is self.after:
             self.failing = True
             raise StoreError("injected")
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         if self.failing:

@@ -66,9 +66,11 @@ class SlowSwaps(AsyncMemoryStore):
         super().__init__()
         self.status, self.seconds = status, seconds
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         await asyncio.sleep(self.seconds if record.status is self.status else 0)
-        return self.inner.compare_and_swap(key, expected_revision, record)
+        return self.inner.compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 class SlowCreate(MemoryStore):
@@ -106,8 +108,12 @@ class Interrupted(MemoryStore):
         write = functools.partial(MemoryStore.create_if_absent, self, key, record)
         return self._interrupt(record, write)
 
-    def compare_and_swap(self, key: str, revision: int, record: Checkpoint) -> bool:
-        write = functools.partial(MemoryStore.compare_and_swap, self, key, revision, record)
+    def compare_and_swap(
+        self, key: str, revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        write = functools.partial(
+            MemoryStore.compare_and_swap, self, key, revision, record, durable=durable
+        )
         return self._interrupt(record, write)
 
 
@@ -193,12 +199,14 @@ class GoneAtTheResult(SlowSwaps):
             raise StoreError("injected: the server is gone")
         return await super().get(key)
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         if record.status is self.status or self.gone:
             self.gone = True
             await asyncio.sleep(self.seconds)
             raise StoreError("injected: the server is gone")
-        return await super().compare_and_swap(key, expected_revision, record)
+        return await super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_cancelled_result_write_is_resent_within_the_budget_then_propagates(
@@ -304,8 +312,10 @@ class SuspendingCreate(MemoryStore):
     async def get(self, key: str) -> Mapping[str, Any] | None:  # type: ignore[override]
         return super().get(key)
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:  # type: ignore[override]
-        return super().compare_and_swap(key, expected_revision, record)
+    async def compare_and_swap(  # type: ignore[override]
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_call_closed_in_a_write_leaves_without_settling(
@@ -335,10 +345,12 @@ class SlowMemory(MemoryStore):
         self.threads.add(threading.current_thread().name)
         return super().get(key)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         self.threads.add(threading.current_thread().name)
         time.sleep(self.seconds)
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_sync_store_on_the_async_driver_never_blocks_the_event_loop() -> None:
@@ -383,8 +395,10 @@ class Slotted:
     def get(self, key: str) -> Mapping[str, Any] | None:
         return self.memory.get(key)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
-        return self.memory.compare_and_swap(key, expected_revision, record)
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
+        return self.memory.compare_and_swap(key, expected_revision, record, durable=durable)
 
 
 def test_a_sync_store_the_driver_cannot_bridge_is_refused_before_anything_runs() -> None:

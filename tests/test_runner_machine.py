@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from counting_store import CountingStore, Write
 from tool_execution_checkpoint import (
     Binding,
     Checkpoint,
@@ -60,6 +61,7 @@ from tool_execution_checkpoint.runner import (
     run_once_async,
 )
 from tool_execution_checkpoint.runner.calls import store_operation
+from tool_execution_checkpoint.table import TABLE, Action, ComposedRule, TransitionRule
 
 BINDING = Binding("runner", "call-1", "send_email", "1", "sha256:00")
 KEY = checkpoint_key(BINDING)
@@ -91,9 +93,22 @@ REQUEST_OF: dict[Phase, type] = {
 } | dict.fromkeys(SWAPS, Swap)
 
 
+def _durability(target: Status, grant: Action) -> bool:
+    """The table's durability of the steps that land in ``target`` granting ``grant``
+    (they agree: each swap the machine makes is one of them)."""
+    steps: list[TransitionRule | ComposedRule] = [*TABLE.transitions.values()]
+    steps += TABLE.composed.values()
+    kinds = {step.durable for step in steps if (step.target, step.grants) == (target, grant)}
+    assert len(kinds) == 1, (target, grant)
+    return kinds.pop()
+
+
 def check_state(request: object, state: CallState, retries: int = RETRIES) -> None:
     """What every state of the machine keeps, whatever the answers were."""
     assert isinstance(request, REQUEST_OF[state.phase]), (state.phase, request)
+    if isinstance(request, Swap):  # it tells the store the table's durability of its step
+        step = request.transition
+        assert request.durable is _durability(step.next.status, step.action), state.phase
     reading_back = state.phase in {Phase.CONFIRM, Phase.PAUSE}
     awaits_write = reading_back or state.phase in SWAPS | {Phase.CREATE, Phase.RESTORE}
     assert (state.pending is not None) == awaits_write, state.phase
@@ -882,3 +897,18 @@ def test_the_hook_is_never_asked_about_the_calls_own_claim() -> None:
         "operator",
     )
     assert not outcome.ran_tool
+
+
+def test_each_write_tells_the_store_the_durability_the_table_declares_for_its_step() -> None:
+    """The result with its delivery claim is durable; the delivered mark is not, and says
+    so with the write (a store cannot tell it by its status: the hand-back step lands in
+    delivered durably)."""
+    store = CountingStore()
+    outcome = run_once(store, BINDING, lambda: {"ok": 1}, lambda _payload: None)
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert store.writes == [
+        Write("create", Status.EXECUTING, True),
+        Write("swap", Status.DELIVERING, TABLE.composed["complete_and_claim_delivery"].durable),
+        Write("swap", Status.DELIVERED, TABLE.transitions["complete_delivery"].durable),
+    ]
+    assert [write.durable for write in store.writes] == [True, True, False]

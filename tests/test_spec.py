@@ -25,6 +25,7 @@ from tool_execution_checkpoint.rendering import (
 from tool_execution_checkpoint.table import (
     NULLABLE_PARTS,
     RECORD_FIELDS,
+    Fence,
     SpecError,
     load_table,
     spec_file,
@@ -158,6 +159,21 @@ def _add_peek(data: dict[str, Any]) -> None:
 
 PARTS_OF_THE_TABLE = f"{CHAIN}: composes two or more parts of the table, create first"
 ONE_FENCE_ONE_GRANT = f"{CHAIN}: only its first part may be fenced, only its last grant"
+HAND_BACK = "composed.complete_and_deliver"
+GRANTS_BEFORE_ITS_LAST = f"{HAND_BACK}: a hand-back step grants deliver in one part before its last"
+ALL_DURABLE = (
+    "a composed step is durable, so all its parts must be, but those a hand-back step takes"
+    " after its grant"
+)
+
+
+def _add_stamp(data: dict[str, Any]) -> None:
+    """A transition delivered -> delivered fenced by the attempt id (a note the owning
+    attempt adds): safe alone, but a hand-back step's parts after its grant may be fenced
+    only by the claim the grant made."""
+    stamp = copy.deepcopy(data["transitions"]["prune_result"])
+    stamp.update({"fence": "attemptId", "requires_null": [], "sets": []})
+    data["transitions"]["stamp"] = stamp
 
 
 def _delete(path: str) -> Mutation:
@@ -174,7 +190,7 @@ def _delete(path: str) -> Mutation:
 TRANSITION_KEYS = (
     "['clears', 'durable', 'fence', 'from', 'grants', 'meaning', 'requires_null', 'sets', 'to']"
 )
-COMPOSED_KEYS = "['composes', 'from', 'meaning', 'recovery']"
+COMPOSED_KEYS = "['composes', 'from', 'hand_back', 'meaning', 'recovery']"
 STATUS_KEYS = "['action', 'forbidden', 'meaning', 'required', 'terminal']"
 TOP_KEYS = (
     "['composed', 'errors', 'limits', 'promises', 'protocol', 'statuses', 'timestamps',"
@@ -389,7 +405,55 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
             _set(f"{CHAIN}.composes", ["complete_delivery", "prune_result"]),
             _set(f"{CHAIN}.from", ["delivering"]),
         ),
-        f"{CHAIN}: a composed step is durable, so all its parts must be",
+        f"{CHAIN}: {ALL_DURABLE}",
+    ),
+    "a hand-back step that ends at its grant": (
+        _set(f"{HAND_BACK}.composes", ["complete_execution", "claim_delivery"]),
+        GRANTS_BEFORE_ITS_LAST,
+    ),
+    "a hand-back step that grants twice": (
+        _both(
+            _add_peek,
+            _set(
+                f"{HAND_BACK}.composes",
+                ["complete_execution", "peek", "claim_delivery", "complete_delivery"],
+            ),
+        ),
+        GRANTS_BEFORE_ITS_LAST,
+    ),
+    "a hand-back step that grants execute": (
+        _set("composed.create_claimed.hand_back", True),
+        "composed.create_claimed: a hand-back step grants deliver in one part before its last",
+    ),
+    "a step that goes on after its grant without being a hand-back step": (
+        _set(f"{HAND_BACK}.hand_back", False),
+        f"{HAND_BACK}: only its first part may be fenced, only its last grant",
+    ),
+    "a hand-back step that lands in a status that is not terminal": (
+        _set(f"{HAND_BACK}.composes", ["complete_execution", "claim_delivery", "release_delivery"]),
+        f"{HAND_BACK}: a hand-back step lands in a terminal status",
+    ),
+    "a hand-back step whose part after the grant is fenced by another claim": (
+        _both(
+            _add_stamp,
+            _set(
+                f"{HAND_BACK}.composes",
+                ["complete_execution", "claim_delivery", "complete_delivery", "stamp"],
+            ),
+        ),
+        f"{HAND_BACK}: a part after the grant is fenced only by the claim it made",
+    ),
+    "a hand-back flag that is not a boolean": (
+        _set(f"{HAND_BACK}.hand_back", "yes"),
+        f"{HAND_BACK}.hand_back must be a boolean",
+    ),
+    "a status that answers hand-back": (
+        _set("statuses.completed.action", "hand-back"),
+        "status completed: only a hand-back step grants hand-back",
+    ),
+    "a transition that grants hand-back": (
+        _set("transitions.claim_delivery.grants", "hand-back"),
+        "claim_delivery: only a hand-back step grants hand-back",
     ),
     "a creating step with a from-status": (
         _set("composed.create_claimed.from", ["ready"]),
@@ -434,9 +498,13 @@ UNSAFE_OR_MALFORMED: dict[str, tuple[Mutation, str]] = {
         ),
         "claim_execution: a non-durable write grants none and leaves no executable status",
     ),
-    "a status landed in both durably and not": (
-        _set("transitions.complete_delivery.durable", True),
-        "a status that a non-durable write lands in is landed in durably too",
+    "a durable write leaving where a non-durable one lands": (
+        _set("transitions.prune_result.durable", True),
+        "prune_result: a durable write leaves a status that a non-durable write lands in",
+    ),
+    "an uncertain mark that is not durable": (
+        _set("transitions.mark_execution_uncertain.durable", False),
+        "complete_execution: a durable write leaves a status that a non-durable write lands in",
     ),
     "a missing key": (
         _delete("transitions.claim_execution.grants"),
@@ -678,4 +746,25 @@ def test_a_composed_step_takes_its_fence_and_null_requirements_from_its_first_pa
     created = table.composed["create_claimed"]
     assert (created.creates, created.sources, created.parts) == (True, (), ("claim_execution",))
     assert created.requires_null == frozenset()
-    assert table.relaxed_statuses == frozenset({Status.DELIVERED})
+    hand_back = table.composed["complete_and_deliver"]
+    assert (hand_back.target, hand_back.grants, hand_back.fence) == (
+        Status.DELIVERED,
+        Action.HAND_BACK,
+        Fence.ATTEMPT_ID,
+    )
+    assert hand_back.hand_back
+    assert hand_back.durable
+    assert not table.transitions["complete_delivery"].durable  # one of its parts is not
+    assert not any(
+        step.hand_back for name, step in table.composed.items() if name != "complete_and_deliver"
+    )
+
+
+def test_one_status_may_be_landed_in_durably_by_one_step_and_not_by_another() -> None:
+    """delivered: durably by the hand-back step, not by complete_delivery; the host
+    passes each write's durability with the write, so the table allows it."""
+    data = _data()
+    _set("transitions.complete_delivery.durable", True)(data)
+    assert table_from_data(data).transitions["complete_delivery"].durable
+    assert TABLE.composed["complete_and_deliver"].target is Status.DELIVERED
+    assert TABLE.transitions["complete_delivery"].target is Status.DELIVERED

@@ -107,9 +107,11 @@ class AsyncMemoryStore:
         await asyncio.sleep(0)
         return self.inner.get(key)
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         await asyncio.sleep(0)
-        return self.inner.compare_and_swap(key, expected_revision, record)
+        return self.inner.compare_and_swap(key, expected_revision, record, durable=durable)
 
     async def aclose(self) -> None:
         self.closed = True

@@ -1740,30 +1740,47 @@ def test_next_validates_checks_what_the_transition_made_not_what_it_kept() -> No
 # --- the composed steps ---------------------------------------------------------------------
 
 
-def _parts_make(record: Checkpoint, delivery_id: str, payload: object, at: str) -> Checkpoint:
-    """What complete_execution then claim_delivery make of ``record``."""
+def _parts_make(
+    record: Checkpoint, delivery_id: str, payload: object, at: str, *, hand_back: bool = False
+) -> Checkpoint:
+    """What complete_execution then claim_delivery make of ``record`` (then
+    complete_delivery, with ``hand_back``)."""
     assert record.execution is not None
     attempt = record.execution.attempt_id
     done = tec.complete_execution(record, attempt_id=attempt, at=at, result=payload)
-    return tec.claim_delivery(done.next, delivery_id=delivery_id, at=at).next
+    claimed = tec.claim_delivery(done.next, delivery_id=delivery_id, at=at).next
+    if not hand_back:
+        return claimed
+    return tec.complete_delivery(claimed, delivery_id=delivery_id, at=at).next
 
 
 def _but_revision(record: Checkpoint) -> dict[str, Any]:
     return record.to_dict() | {"revision": None}
 
 
+COMPLETING = ("complete_and_claim_delivery", "complete_and_deliver")
+"""The composed steps that store a result and claim its delivery in one swap."""
+
+
 def test_every_composed_step_is_a_public_function_that_keeps_the_table() -> None:
-    assert set(TABLE.composed) == {"create_claimed", "complete_and_claim_delivery"}
+    assert set(TABLE.composed) == {"create_claimed", *COMPLETING}
     created = tec.create_claimed(BINDING, attempt_id="attempt-1", at=AT)
-    step = tec.complete_and_claim_delivery(
-        created.next, attempt_id="attempt-1", delivery_id="delivery-1", at=LATER, result=[1]
-    )
-    for name, made in (("create_claimed", created), ("complete_and_claim_delivery", step)):
+    made = {"create_claimed": created}
+    for name in COMPLETING:
+        made[name] = getattr(tec, name)(
+            created.next, attempt_id="attempt-1", delivery_id="delivery-1", at=LATER, result=[1]
+        )
+    for name, step in made.items():
         rule = TABLE.composed[name]
         assert getattr(tec, name) is getattr(transitions_module, name)
         assert name in tec.__all__
-        assert (made.action, made.next.status) == (rule.grants, rule.target)
-    assert TABLE.composed["complete_and_claim_delivery"].fence is Fence.ATTEMPT_ID
+        assert (step.action, step.next.status) == (rule.grants, rule.target)
+        assert rule.durable
+        assert rule.hand_back is (name == "complete_and_deliver")
+    assert made["complete_and_deliver"].action is Action.HAND_BACK
+    assert made["complete_and_deliver"].next.status is Status.DELIVERED
+    for name in COMPLETING:
+        assert TABLE.composed[name].fence is Fence.ATTEMPT_ID
 
 
 @given(binding=bindings, attempt=identifiers, at=timestamps())
@@ -1804,6 +1821,7 @@ def test_create_claimed_refuses_bad_arguments_by_name(
     assert "yesterday" not in str(error)
 
 
+@pytest.mark.parametrize("name", COMPLETING)
 @given(
     record=records(Status.EXECUTING),
     delivery=identifiers,
@@ -1811,35 +1829,42 @@ def test_create_claimed_refuses_bad_arguments_by_name(
     at=timestamps(),
     form=st.sampled_from(FORMS),
 )
-def test_complete_and_claim_delivery_is_complete_then_claim_in_one_write(
-    record: Checkpoint, delivery: str, payload: JSONValue, at: str, form: str
+def test_a_completing_step_is_its_parts_in_one_write(
+    name: str, *, record: Checkpoint, delivery: str, payload: JSONValue, at: str, form: str
 ) -> None:
+    """complete_and_claim_delivery is complete_execution then claim_delivery;
+    complete_and_deliver is those, then complete_delivery, granting hand-back."""
     assert record.execution is not None
+    hand_back = name == "complete_and_deliver"
     raw = in_form(record, form)
     before = snapshot(raw)
-    step = tec.complete_and_claim_delivery(
+    step = getattr(tec, name)(
         raw, attempt_id=record.execution.attempt_id, delivery_id=delivery, at=at, result=payload
     )
     assert snapshot(raw) == before
-    assert step.action is Action.DELIVER
+    assert step.action is (Action.HAND_BACK if hand_back else Action.DELIVER)
     assert (step.expected_revision, step.next.revision) == (record.revision, record.revision + 1)
-    assert _but_revision(step.next) == _but_revision(_parts_make(record, delivery, payload, at))
+    made = _parts_make(record, delivery, payload, at, hand_back=hand_back)
+    assert _but_revision(step.next) == _but_revision(made)
     assert step.next.result is not None
     assert step.next.result.payload == payload
+    answer = decide_checkpoint(step.next, record.binding).action
+    assert answer is (Action.NONE if hand_back else Action.RECONCILE_DELIVERY)
 
 
 COMPLETES_FROM = (Status.EXECUTING, Status.UNCERTAIN)
 
 
+@pytest.mark.parametrize("name", COMPLETING)
 @pytest.mark.parametrize("status", [s for s in STATUSES if s not in COMPLETES_FROM])
-def test_complete_and_claim_delivery_leaves_from_executing_or_uncertain_only(
-    status: Status,
+def test_a_completing_step_leaves_from_executing_or_uncertain_only(
+    status: Status, name: str
 ) -> None:
     record = RECORDS[status]
     owner = record.execution.attempt_id if record.execution is not None else "attempt-1"
     error = assert_raises_code(
         ErrorCode.INVALID_TRANSITION,
-        tec.complete_and_claim_delivery,
+        getattr(tec, name),
         record,
         attempt_id=owner,
         delivery_id="delivery-1",
@@ -1849,28 +1874,30 @@ def test_complete_and_claim_delivery_leaves_from_executing_or_uncertain_only(
     assert error.field == "status"
 
 
+@pytest.mark.parametrize("name", COMPLETING)
 @pytest.mark.parametrize("status", COMPLETES_FROM)
 def test_the_owning_attempt_stores_its_exact_result_from_executing_or_uncertain(
-    status: Status,
+    status: Status, name: str
 ) -> None:
     record = RECORDS[status]
     assert record.execution is not None
-    step = tec.complete_and_claim_delivery(
+    step = getattr(tec, name)(
         record, attempt_id=record.execution.attempt_id, delivery_id="delivery-1", at=AT, result=7
     )
-    assert step.next.status is Status.DELIVERING
+    assert step.next.status is TABLE.composed[name].target
     assert step.next.result is not None
     assert step.next.result.payload == 7
     assert step.next.execution == record.execution  # the uncertainty stays on the record
 
 
-def test_complete_and_claim_delivery_is_fenced_by_the_attempt_id() -> None:
+@pytest.mark.parametrize("name", COMPLETING)
+def test_a_completing_step_is_fenced_by_the_attempt_id(name: str) -> None:
     executing = RECORDS[Status.EXECUTING]
     assert executing.execution is not None
     for intruder in ("intruder", executing.execution.attempt_id + "x"):
         error = assert_raises_code(
             ErrorCode.FENCE_CONFLICT,
-            tec.complete_and_claim_delivery,
+            getattr(tec, name),
             executing,
             attempt_id=intruder,
             delivery_id="delivery-1",
@@ -1892,8 +1919,9 @@ def test_complete_and_claim_delivery_is_fenced_by_the_attempt_id() -> None:
         ({"max_payload_bytes": 0}, ErrorCode.INVALID_ARGUMENT, "max_payload_bytes"),
     ],
 )
-def test_complete_and_claim_delivery_refuses_what_its_parts_refuse(
-    arguments: dict[str, Any], code: ErrorCode, field: str
+@pytest.mark.parametrize("name", COMPLETING)
+def test_a_completing_step_refuses_what_its_parts_refuse(
+    arguments: dict[str, Any], code: ErrorCode, field: str, name: str
 ) -> None:
     executing = RECORDS[Status.EXECUTING]
     assert executing.execution is not None
@@ -1903,25 +1931,42 @@ def test_complete_and_claim_delivery_refuses_what_its_parts_refuse(
         "at": AT,
         "result": {"ok": True},
     }
-    error = assert_raises_code(
-        code, tec.complete_and_claim_delivery, executing, **(call_arguments | arguments)
-    )
+    error = assert_raises_code(code, getattr(tec, name), executing, **(call_arguments | arguments))
     assert error.field == field
 
 
-def _guarded_delivery_claim(change: Callable[[Transition], Transition]) -> Callable[..., Any]:
-    """complete_and_claim_delivery's own body, its result changed by ``change``, under the
+def _guarded_delivery_claim(
+    change: Callable[[Transition], Transition], step: str = "complete_and_claim_delivery"
+) -> Callable[..., Any]:
+    """The composed step ``name``'s own body, its result changed by ``change``, under the
     same snapshot and postcondition."""
-    body = steps._complete_and_claim_delivery.__wrapped__  # type: ignore[attr-defined]
+    body = steps._stores_and_claims.__wrapped__  # type: ignore[attr-defined]
 
-    def broken(record: RecordLike, **arguments: Any) -> Transition:
-        return change(body(record, **arguments))
+    def broken(name: str, record: RecordLike, **arguments: Any) -> Transition:
+        return change(body(name, record, **arguments))
 
     ensure = icontract.ensure(
-        postconditions._claims_delivery_by_its_parts,
-        error=postconditions._delivery_claim_violation,
+        postconditions._made_by_its_parts, error=postconditions._composition_violation
     )
-    return icontract.snapshot(postconditions._as_checkpoint)(ensure(broken))
+    guarded = icontract.snapshot(postconditions._as_checkpoint)(ensure(broken))
+
+    def called(record: RecordLike, **arguments: Any) -> Transition:
+        made: Transition = guarded(step, record, **arguments)
+        return made
+
+    return called
+
+
+def _body_arguments(record: Checkpoint, payload: JSONValue) -> dict[str, Any]:
+    """The keywords of a composed step's body for the owner of ``record``'s claim."""
+    assert record.execution is not None
+    return {
+        "attempt_id": record.execution.attempt_id,
+        "delivery_id": "delivery-1",
+        "at": AT,
+        "payload": payload,
+        "max_payload_bytes": LIMITS.default_max_payload_bytes,
+    }
 
 
 def _claimed_late(made: Transition) -> Transition:
@@ -1935,14 +1980,7 @@ def test_the_composed_postcondition_catches_a_record_its_parts_do_not_make() -> 
     """A delivery claimed at another time than the result passes every promise of a
     single transition; only the comparison with the parts catches it."""
     executing = RECORDS[Status.EXECUTING]
-    assert executing.execution is not None
-    arguments: dict[str, Any] = {
-        "attempt_id": executing.execution.attempt_id,
-        "delivery_id": "delivery-1",
-        "at": AT,
-        "payload": 1,
-        "max_payload_bytes": LIMITS.default_max_payload_bytes,
-    }
+    arguments = _body_arguments(executing, 1)
     assert _guarded_delivery_claim(lambda made: made)(executing, **arguments)  # control
     with pytest.raises(icontract.ViolationError) as caught:
         _guarded_delivery_claim(_claimed_late)(executing, **arguments)
@@ -1965,20 +2003,33 @@ def _stores_none(made: Transition) -> Transition:
     return made._replace(next=dataclasses.replace(made.next, result=emptied))
 
 
-def test_the_composed_violation_names_a_payload_the_body_dropped() -> None:
+@pytest.mark.parametrize("name", COMPLETING)
+def test_the_composed_violation_names_a_payload_the_body_dropped(name: str) -> None:
     executing = RECORDS[Status.EXECUTING]
-    assert executing.execution is not None
-    arguments: dict[str, Any] = {
-        "attempt_id": executing.execution.attempt_id,
-        "delivery_id": "delivery-1",
-        "at": AT,
-        "payload": {"sent": True},
-        "max_payload_bytes": LIMITS.default_max_payload_bytes,
-    }
+    arguments = _body_arguments(executing, {"sent": True})
+    assert _guarded_delivery_claim(lambda made: made, name)(executing, **arguments)  # control
     with pytest.raises(icontract.ViolationError) as caught:
-        _guarded_delivery_claim(_stores_none)(executing, **arguments)
+        _guarded_delivery_claim(_stores_none, name)(executing, **arguments)
+    assert str(caught.value) == f"{name} broke a promise: next is the record its parts make"
+
+
+def _not_delivered(made: Transition) -> Transition:
+    """The hand-back step's body leaves the delivery claimed but not delivered."""
+    delivery = made.next.delivery
+    assert delivery is not None
+    claimed = dataclasses.replace(delivery, delivered_at=None)
+    following = dataclasses.replace(made.next, status=Status.DELIVERING, delivery=claimed)
+    return made._replace(next=following)
+
+
+def test_the_hand_back_postcondition_catches_a_step_that_stops_at_its_claim() -> None:
+    executing = RECORDS[Status.EXECUTING]
+    arguments = _body_arguments(executing, 1)
+    with pytest.raises(icontract.ViolationError) as caught:
+        _guarded_delivery_claim(_not_delivered, "complete_and_deliver")(executing, **arguments)
     assert str(caught.value) == (
-        "complete_and_claim_delivery broke a promise: next is the record its parts make"
+        "complete_and_deliver broke a promise: complete_and_deliver leaves from, lands in and"
+        " grants what the table says"
     )
 
 

@@ -68,13 +68,15 @@ class GoesAway(MemoryStore):
             return True
         return False
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         stored = super().get(key) or {}
         if self.until is None and stored.get("status") == self.status.value:
             self.until = time.monotonic() + self.seconds
         if self._away():
             raise StoreError("injected: the server is restarting")
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         if self._away():
@@ -317,12 +319,14 @@ class Forgets(MemoryStore):
         super().__init__()
         self.forgotten, self.forget_again = 0, forget_again
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         if record.status is Status.DELIVERING and self.forgotten == 0:
             self.forgotten += 1
             self.delete(key)
             raise StoreError("injected: failed over to a replica without the record")
-        return super().compare_and_swap(key, expected_revision, record)
+        return super().compare_and_swap(key, expected_revision, record, durable=durable)
 
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         if self.forgotten and self.forget_again:

@@ -238,7 +238,8 @@ def _settle(
     """Read the record, refuse it unless it is at ``expected_revision``, in a status the
     table's transition ``name`` leaves from and last written at least ``min_age_us`` ago,
     take the transition with the stored claim id and ``given`` (its other arguments,
-    checked by the caller) and, unless ``dry_run``, write it by compare-and-swap."""
+    checked by the caller) and, unless ``dry_run``, write it by compare-and-swap, as
+    durable as the table declares ``name``."""
     when = timestamp_argument(at, "at")
     expected = _revision(expected_revision)
     least = _min_age(min_age_us)
@@ -258,7 +259,7 @@ def _settle(
     arguments = {"max_payload_bytes": _CEILING, **given, **_owner(before, rule.fence)}
     transition = _TAKES[name](before, at=when, **arguments)
     if not dry_run and not store.compare_and_swap(
-        key, transition.expected_revision, transition.next
+        key, transition.expected_revision, transition.next, durable=rule.durable
     ):
         raise RevisionMoved(expected, None)
     return Reconciliation(name, before, transition.next, not dry_run)

@@ -17,6 +17,8 @@ from .validation import timestamp_argument
 __all__ = ["PruneReport", "prune_delivered"]
 
 _CEILING = TABLE.limits.ceiling_max_payload_bytes
+_DURABLE = TABLE.transitions["prune_result"].durable
+"""Whether a pruning's swap is durable, as the table declares prune_result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,8 @@ def prune_delivered(
     time written as their ``prunedAt``. Report how many were pruned and which records
     could not be read.
 
-    Each is pruned with the table's ``prune_result`` transition and a compare-and-swap,
+    Each is pruned with the table's ``prune_result`` transition and a compare-and-swap
+    (as durable as the table declares it),
     so only delivered records are touched and each stays as a tombstone: a replayed call
     id still finds it delivered (or BINDING_CONFLICT), never ready. A record that changed
     meanwhile loses its swap and is left alone. A record whose stored value is not a valid
@@ -95,7 +98,7 @@ def prune_delivered(
             if record.result.pruned_at is not None:
                 continue
             step = prune_result(record, at=when, max_payload_bytes=_CEILING)
-            if store.compare_and_swap(row.key, step.expected_revision, step.next):
+            if store.compare_and_swap(row.key, step.expected_revision, step.next, durable=_DURABLE):
                 pruned += 1
         examined += len(rows)
         if progress is not None:

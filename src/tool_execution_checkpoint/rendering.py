@@ -95,6 +95,10 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         " reload and decide. Nothing is ever done on a CAS that did not confirm success.\n",
         "### When the framework delivers\n",
         f"{table.hand_back}\n",
+        "Such a host makes two durable writes per call: `create_claimed`, then, in step 2,"
+        " the hand-back step `complete_and_deliver`, which stores the result and records it"
+        " delivered in one CAS; it hands the stored payload back only if that CAS won."
+        " The composed steps below say what a crash after each write leaves.\n",
         "## Statuses\n",
         "`decide_checkpoint` answers the status's action. *Must hold* and *must be null*"
         " list the record's nullable parts that the status requires or forbids.\n",
@@ -119,9 +123,11 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         " only after its store's CAS from `expected_revision` to `next` succeeded. A"
         " transition that is not *durable* grants nothing and may be acknowledged by the"
         " store before it is flushed: a store crash that loses it leaves the record in its"
-        " source status, whose answer is safe. Every write landing in"
-        f" {_code(sorted(table.relaxed_statuses))} is such a write, so a store tells them by"
-        " the status of the record it writes.\n",
+        " source status, whose answer is safe. The host tells the store each write's"
+        " durability with the write (`compare_and_swap(..., durable=False)`), not by the"
+        " status it lands in: one status may be landed in durably by one step and not by"
+        " another. No durable write leaves a status a non-durable write lands in, so"
+        " nothing durable builds on a write a store crash can lose.\n",
         "| transition | from | requires null | to | fence | sets | clears | grants | durable"
         " | meaning |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -141,18 +147,22 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         " the records in between. Its pure function returns `(action, expected_revision,"
         " next)` like a transition's, with `next` exactly the record its parts make, at"
         " `expected_revision + 1` (a created step's `expected_revision` is 0: no record)."
-        " Its fence is its first part's, its grant its last part's. *Recovery* says which"
-        " recovery answers change because the records in between are never stored, and why"
-        " that is safe.\n",
-        "| step | parts | from | to | fence | grants | meaning | recovery |",
-        "|---|---|---|---|---|---|---|---|",
+        " Its fence is its first part's, its grant its last part's. A *hand-back* step,"
+        " for a host whose delivery is the hand-back, goes on after its part that grants"
+        " `deliver` with parts that record the hand-back (fenced only by the claim that"
+        " part made, possibly non-durable, landing in a terminal status), and grants"
+        " `hand-back`: return the stored payload to the framework, never send it."
+        " *Recovery* says which recovery answers change because the records in between are"
+        " never stored, and why that is safe.\n",
+        "| step | parts | from | to | fence | grants | hand-back | meaning | recovery |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in table.composed.values():
         parts = (CREATE, *c.parts) if c.creates else c.parts
         sources = _code(c.sources) if c.sources else "no record"
         out.append(
             f"| `{c.name}` | {_code(parts)} | {sources} | `{c.target}` | `{c.fence}` |"
-            f" `{c.grants}` | {c.meaning} | {c.recovery} |"
+            f" `{c.grants}` | {'yes' if c.hand_back else 'no'} | {c.meaning} | {c.recovery} |"
         )
     out += [
         "",

@@ -69,6 +69,7 @@ class Action(enum.StrEnum):
     RECONCILE_EXECUTION = "reconcile-execution"
     DELIVER = "deliver"
     RECONCILE_DELIVERY = "reconcile-delivery"
+    HAND_BACK = "hand-back"
     NONE = "none"
 
 
@@ -165,8 +166,9 @@ class ComposedRule:
 
     ``parts`` are table transitions, after :data:`CREATE` when ``creates``; ``sources``
     is empty when it creates. ``target``, ``fence``, ``grants`` and ``requires_null``
-    are derived from the parts (the last part's target and grant, the first part's fence
-    and null requirements)."""
+    are derived from the parts (the last part's target, the first part's fence and null
+    requirements, and the last part's grant, or ``hand-back`` for a ``hand_back`` step).
+    A composed step is always ``durable``."""
 
     name: str
     creates: bool
@@ -176,6 +178,8 @@ class ComposedRule:
     fence: Fence
     requires_null: frozenset[str]
     grants: Action
+    hand_back: bool
+    durable: bool
     meaning: str
     recovery: str
 
@@ -203,7 +207,6 @@ class TransitionTable:
     statuses: Mapping[Status, StatusRule]
     transitions: Mapping[str, TransitionRule]
     composed: Mapping[str, ComposedRule]
-    relaxed_statuses: frozenset[Status]
     timestamp_format: str
     timestamp_ordering: str
     timestamp_ordering_why: str
@@ -350,17 +353,20 @@ def _load_transitions(data: Mapping[str, object]) -> dict[str, TransitionRule]:
     return transitions
 
 
-def _load_composed(
-    data: Mapping[str, object], transitions: Mapping[str, TransitionRule], initial: Status
-) -> dict[str, ComposedRule]:
-    """The composed steps, derived from their parts, which must chain."""
+def _load_composed(data: Mapping[str, object], table: TransitionTable) -> dict[str, ComposedRule]:
+    """The composed steps, derived from their parts (of ``table``), which must chain."""
+    transitions, initial = table.transitions, table.initial_status
+    terminal = {rule.status for rule in table.statuses.values() if rule.terminal}
     composed: dict[str, ComposedRule] = {}
-    for name, row, where in _rows(data, "composed", {"composes", "from", "meaning", "recovery"}):
+    keys = {"composes", "from", "hand_back", "meaning", "recovery"}
+    for name, row, where in _rows(data, "composed", keys):
         names = _strs(row, "composes", where)
         creates = bool(names) and names[0] == CREATE
         parts = names[1:] if creates else names
         if name in transitions or len(names) < 2 or not all(p in transitions for p in parts):
             raise SpecError(f"{where}: composes two or more parts of the table, create first")
+        if not isinstance(row["hand_back"], bool):
+            raise SpecError(f"{where}.hand_back must be a boolean")
         rules = [transitions[part] for part in parts]
         sources = tuple(_enum(Status, item, where) for item in _strs(row, "from", where))
         if creates != (not sources) or not set(sources) <= set(rules[0].sources):
@@ -370,12 +376,9 @@ def _load_composed(
         for before, after in itertools.pairwise(rules):
             if before.target not in after.sources:
                 raise SpecError(f"{where}: {before.name} does not land where {after.name} leaves")
-        if any(rule.fence is not Fence.NONE for rule in rules[1:]) or any(
-            rule.grants is not Action.NONE for rule in rules[:-1]
-        ):
-            raise SpecError(f"{where}: only its first part may be fenced, only its last grant")
-        if not all(rule.durable for rule in rules):
-            raise SpecError(f"{where}: a composed step is durable, so all its parts must be")
+        granted = _granting_part(rules, row["hand_back"], where)
+        if row["hand_back"] and rules[-1].target not in terminal:
+            raise SpecError(f"{where}: a hand-back step lands in a terminal status")
         composed[name] = ComposedRule(
             name=name,
             creates=creates,
@@ -384,24 +387,44 @@ def _load_composed(
             target=rules[-1].target,
             fence=rules[0].fence,  # unfenced when it creates: nothing fences leaving ready
             requires_null=rules[0].requires_null,
-            grants=rules[-1].grants,
+            grants=Action.HAND_BACK if row["hand_back"] else rules[granted].grants,
+            hand_back=row["hand_back"],
+            durable=True,  # every part up to its grant is, so the step stores durably
             meaning=_str(row, "meaning", where),
             recovery=_str(row, "recovery", where),
         )
     return composed
 
 
-def _relaxed_statuses(
-    transitions: Mapping[str, TransitionRule], composed: Mapping[str, ComposedRule]
-) -> frozenset[Status]:
-    """The statuses that only non-durable writes land in (so a store can tell a write it
-    may acknowledge before the flush by the status of the record it writes)."""
-    relaxed = frozenset(rule.target for rule in transitions.values() if not rule.durable)
-    durable = {rule.target for rule in transitions.values() if rule.durable}
-    durable |= {rule.target for rule in composed.values()}
-    if relaxed & durable:
-        raise SpecError("a status that a non-durable write lands in is landed in durably too")
-    return relaxed
+def _granting_part(rules: list[TransitionRule], hand_back: bool, where: str) -> int:
+    """The index of the part whose grant the step carries, once its parts are checked:
+    only the first part is fenced and only the last grants; a hand-back step's parts go
+    on after a part that grants deliver, recording the hand-back: fenced only by the
+    claim that part made, they may be non-durable (and the caller checks that they land
+    in a terminal status). Every part up to the grant is durable."""
+    granting = [index for index, rule in enumerate(rules) if rule.grants is not Action.NONE]
+    granted = granting[0] if granting else len(rules) - 1
+    if hand_back and (
+        len(granting) != 1
+        or rules[granted].grants is not Action.DELIVER
+        or granted == len(rules) - 1
+    ):
+        raise SpecError(f"{where}: a hand-back step grants deliver in one part before its last")
+    if any(rule.fence is not Fence.NONE for rule in rules[1 : granted + 1]) or (
+        not hand_back and granted != len(rules) - 1
+    ):
+        raise SpecError(f"{where}: only its first part may be fenced, only its last grant")
+    own = {
+        fence for fence, part in _FENCED_PARTS.items() if f"{part}.{fence}" in rules[granted].sets
+    }
+    if any(rule.fence not in {Fence.NONE, *own} for rule in rules[granted + 1 :]):
+        raise SpecError(f"{where}: a part after the grant is fenced only by the claim it made")
+    if not all(rule.durable for rule in rules[: granted + 1]):
+        raise SpecError(
+            f"{where}: a composed step is durable, so all its parts must be, but those a"
+            " hand-back step takes after its grant"
+        )
+    return granted
 
 
 def _load_errors(data: Mapping[str, object]) -> dict[ErrorCode, ErrorRule]:
@@ -435,9 +458,16 @@ def _check_safety(table: TransitionTable) -> None:
             )
         if status_rule.terminal != (status_rule.action is Action.NONE):
             raise SpecError(f"status {status_rule.status} is terminal iff its action is none")
+        if status_rule.action is Action.HAND_BACK:
+            raise SpecError(f"status {status_rule.status}: only a hand-back step grants hand-back")
     claimed = {Status.EXECUTING: Fence.ATTEMPT_ID, Status.UNCERTAIN: Fence.ATTEMPT_ID}
     claimed[Status.DELIVERING] = Fence.DELIVERY_ID
+    # Nothing durable builds on a write a store crash can lose (a composed step leaves
+    # where its first part, durable, does).
+    relaxed = {rule.target for rule in table.transitions.values() if not rule.durable}
     for rule in table.transitions.values():
+        if rule.grants is Action.HAND_BACK:
+            raise SpecError(f"{rule.name}: only a hand-back step grants hand-back")
         if rule.target is Status.READY:
             raise SpecError(f"{rule.name}: no transition may land in ready")
         if rule.target is Status.RELEASED and rule.sources != (Status.EXECUTING,):
@@ -468,6 +498,10 @@ def _check_safety(table: TransitionTable) -> None:
         ):
             raise SpecError(
                 f"{rule.name}: a non-durable write grants none and leaves no executable status"
+            )
+        if rule.durable and relaxed.intersection(rule.sources):
+            raise SpecError(
+                f"{rule.name}: a durable write leaves a status that a non-durable write lands in"
             )
 
 
@@ -536,7 +570,6 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
         statuses=MappingProxyType(_load_statuses(data)),
         transitions=MappingProxyType(transitions),
         composed=MappingProxyType({}),  # pragma: no mutate (read by no safety check)
-        relaxed_statuses=frozenset(),  # pragma: no mutate (read by no safety check)
         timestamp_format=_str(timestamps, "format", "timestamps"),
         timestamp_ordering=_str(timestamps, "ordering", "timestamps"),
         timestamp_ordering_why=_str(timestamps, "ordering_why", "timestamps"),
@@ -546,12 +579,8 @@ def table_from_data(data: Mapping[str, object]) -> TransitionTable:
     )
     _check_safety(table)
     # The composed steps are checked against transitions that are safe already.
-    composed = _load_composed(data, transitions, initial)
-    return replace(
-        table,
-        composed=MappingProxyType(composed),
-        relaxed_statuses=_relaxed_statuses(transitions, composed),
-    )
+    composed = _load_composed(data, table)
+    return replace(table, composed=MappingProxyType(composed))
 
 
 TABLE: TransitionTable = load_table(spec_file("transitions.toml").read_text(encoding="utf-8"))

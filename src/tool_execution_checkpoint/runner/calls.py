@@ -309,4 +309,4 @@ def store_operation(
         return store.get(key)
     assert isinstance(request, Swap)
     step = request.transition
-    return store.compare_and_swap(key, step.expected_revision, step.next)
+    return store.compare_and_swap(key, step.expected_revision, step.next, durable=request.durable)

@@ -23,6 +23,7 @@ from ..transitions import (
 )
 from .policy import CallPolicy, PolicyOptions, call_policy
 from .state import (
+    DURABLE,
     HANDLERS,
     LANDED,
     NOT_LANDED,
@@ -238,10 +239,11 @@ class HostProtocol:
     ) -> Step:
         """Swap ``transition``; its answer goes to ``phase``'s handler. A resend keeps the
         write's count of resends and read-backs; any other write starts it afresh."""
+        swap = Swap(transition, DURABLE[phase])
         if resend:
-            return Swap(transition), state._replace(phase=phase, pending=transition)
+            return swap, state._replace(phase=phase, pending=transition)
         state = state._replace(phase=phase, pending=transition, retries=0, deadline=None)
-        return Swap(transition), state
+        return swap, state
 
     def confirm(self, state: CallState) -> Step:
         """Read back the pending write, unless this call has read back too often: a claim

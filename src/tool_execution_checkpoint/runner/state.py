@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from typing import NamedTuple, TypeAlias
 
 from ..records import Checkpoint, Result
+from ..table import TABLE, ComposedRule, TransitionRule
 from ..transitions import Transition
 from .vocabulary import Request, RunOutcome
 
 __all__ = [
+    "DURABLE",
     "FIRST_PAUSE",
     "HANDLERS",
     "LANDED",
@@ -24,6 +26,7 @@ __all__ = [
     "RETRIES",
     "ROUNDS",
     "UNSETTLED",
+    "WRITES",
     "CallState",
     "Phase",
     "Step",
@@ -233,3 +236,23 @@ UNSETTLED: Mapping[Phase, str] = {
 RESENDABLE = frozenset({Phase.STORE, Phase.MARK, Phase.GIVE_UP, Phase.FINISH, Phase.RELEASE})
 """Writes over a claim this call holds: read back unchanged, they are sent again (a
 claim read back unchanged was lost to nobody, but is decided afresh instead)."""
+
+WRITES: Mapping[Phase, tuple[str, ...]] = {
+    Phase.CLAIM: ("claim_execution",),
+    Phase.STORE: ("complete_and_claim_delivery",),
+    Phase.SETTLE: ("complete_and_claim_delivery",),
+    Phase.MARK: ("mark_execution_uncertain",),
+    Phase.GIVE_UP: ("release_execution",),
+    Phase.CLAIM_DELIVERY: ("claim_delivery",),
+    Phase.FINISH: ("complete_delivery",),
+    Phase.RELEASE: ("release_delivery",),
+}
+"""The table's steps (transitions and composed steps) each swapping phase writes."""
+
+_STEPS: Mapping[str, TransitionRule | ComposedRule] = {**TABLE.transitions, **TABLE.composed}
+
+DURABLE: Mapping[Phase, bool] = {
+    phase: any(_STEPS[name].durable for name in names) for phase, names in WRITES.items()
+}
+"""Whether a phase's swap is durable, as the table declares the steps it writes (durable
+when any of them is): what its :class:`~.vocabulary.Swap` tells the store."""

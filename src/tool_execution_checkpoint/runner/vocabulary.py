@@ -191,9 +191,12 @@ class Get:
 
 @dataclass(frozen=True, slots=True)
 class Swap:
-    """Compare-and-swap ``transition``. Answer: True, False or StoreFault."""
+    """Compare-and-swap ``transition``, telling the store whether it is ``durable`` (as
+    the table declares the step it writes: a store may acknowledge a non-durable swap
+    before it is flushed). Answer: True, False or StoreFault."""
 
     transition: Transition
+    durable: bool
 
 
 @dataclass(frozen=True, slots=True)

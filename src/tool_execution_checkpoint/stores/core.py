@@ -9,9 +9,13 @@ once it reports success:
   The stores of this package return a :class:`StoredRecord`: that mapping, read-only,
   with the record it validated as, which the transitions take without validating it
   again. A store of another package may return any mapping; it is validated in full.
-- ``compare_and_swap(key, expected_revision, record)``: replace the stored record with
-  ``record`` only if the stored revision still equals ``expected_revision``; return
-  whether it did. One atomic step: never a read followed by a separate write.
+- ``compare_and_swap(key, expected_revision, record, *, durable=True)``: replace the
+  stored record with ``record`` only if the stored revision still equals
+  ``expected_revision``; return whether it did. One atomic step: never a read followed by
+  a separate write. The host passes the table's durability of the step it writes: a
+  store may report a ``durable=False`` swap's success before it is flushed (a store crash
+  may then lose it, leaving the record as it was), and must treat ``durable=True`` as
+  every other write. It is a compare-and-swap either way.
 
 A write that raises may or may not have been applied. The caller must not guess: it
 reads the record back and decides again. Because every next record carries the
@@ -137,9 +141,12 @@ class CheckpointStore(Protocol):
         not a valid record (see :func:`decode_stored`)."""
         ...
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Atomically replace the record under ``key`` with ``record`` if its stored
-        revision equals ``expected_revision``; return whether it did."""
+        revision equals ``expected_revision``; return whether it did. With
+        ``durable=False`` the store may report success before the write is flushed."""
         ...
 
 
@@ -279,9 +286,12 @@ class AsyncCheckpointStore(Protocol):
         stores of this package), or None if there is none."""
         ...
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Atomically replace the record under ``key`` with ``record`` if its stored
-        revision equals ``expected_revision``; return whether it did."""
+        revision equals ``expected_revision``; return whether it did. With
+        ``durable=False`` the store may report success before the write is flushed."""
         ...
 
 

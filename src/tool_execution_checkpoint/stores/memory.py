@@ -69,9 +69,13 @@ class MemoryStore:
             text = self._texts.get(key)
         return None if text is None else decode_stored(text)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Replace the record under ``key`` with ``record`` if its revision is still
-        ``expected_revision``; return whether it did."""
+        ``expected_revision``; return whether it did. ``durable`` is accepted and ignored:
+        nothing here is flushed anywhere."""
+        del durable
         text = encode_swap(key, expected_revision, record).text
         with self._lock:
             if self._revisions.get(key) != expected_revision:

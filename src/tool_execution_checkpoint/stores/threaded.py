@@ -92,9 +92,12 @@ class ThreadedStore(Generic[StoreT]):
         """See :meth:`CheckpointStore.get`."""
         return await self._run(self.store.get, key)
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """See :meth:`CheckpointStore.compare_and_swap`."""
-        return await self._run(self.store.compare_and_swap, key, expected_revision, record)
+        swap = self.store.compare_and_swap
+        return await self._run(swap, key, expected_revision, record, durable=durable)
 
     async def clock_us(self) -> int:
         """See :meth:`OperableCheckpointStore.clock_us`."""

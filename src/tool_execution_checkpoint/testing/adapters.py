@@ -50,9 +50,12 @@ class SyncStoreAdapter:
         """See :meth:`CheckpointStore.get`."""
         return self.run(self.inner.get(key))
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """See :meth:`CheckpointStore.compare_and_swap`."""
-        return self.run(self.inner.compare_and_swap(key, expected_revision, record))
+        swap = self.inner.compare_and_swap(key, expected_revision, record, durable=durable)
+        return self.run(swap)
 
     def _operation(self, name: str) -> Any:
         """The async store's ``name`` (an operator's operation it must offer too)."""

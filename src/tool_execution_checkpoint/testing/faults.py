@@ -82,9 +82,12 @@ class FaultyStore:
         """Forward to the inner store, unless a write fault is armed."""
         return self._write(lambda: self.inner.create_if_absent(key, record))
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Forward to the inner store, unless a write fault is armed."""
-        return self._write(lambda: self.inner.compare_and_swap(key, expected_revision, record))
+        swap = self.inner.compare_and_swap
+        return self._write(lambda: swap(key, expected_revision, record, durable=durable))
 
     def get(self, key: str) -> Mapping[str, Any] | None:
         """Forward to the inner store, unless a read fault is armed."""

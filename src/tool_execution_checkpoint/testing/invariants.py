@@ -31,7 +31,7 @@ from .. import transitions
 from ..errors import CheckpointError, ErrorCode
 from ..records import Binding, Checkpoint
 from ..runner import CallState, RunOutcome, RunStatus, claim_id
-from ..table import TABLE, Action, Fence, Status
+from ..table import TABLE, Action, ComposedRule, Fence, Status, TransitionRule
 from ..transitions import Transition, decide_checkpoint, validate_checkpoint
 
 __all__ = [
@@ -163,15 +163,19 @@ def check_outcome(world: World, call: CallState, outcome: RunOutcome) -> None:
 
 
 def check_fences(stored: Checkpoint, at: str) -> None:
-    """Raise :class:`Violation` unless every fenced transition the table allows from the
-    stored status refuses a foreign attempt id or delivery id with FENCE_CONFLICT."""
-    for rule in TABLE.transitions.values():
+    """Raise :class:`Violation` unless every fenced transition and composed step the table
+    allows from the stored status refuses a foreign attempt id or delivery id with
+    FENCE_CONFLICT."""
+    rules: list[TransitionRule | ComposedRule] = [*TABLE.transitions.values()]
+    for rule in [*rules, *TABLE.composed.values()]:
         if stored.status not in rule.sources or rule.fence is Fence.NONE:
             continue
         function: Callable[..., Transition] = getattr(transitions, rule.name)
         arguments: dict[str, object] = {"at": at}
+        if rule.name in TABLE.composed:  # it stores a result and claims its delivery
+            arguments["delivery_id"] = INTRUDER
         arguments["attempt_id" if rule.fence is Fence.ATTEMPT_ID else "delivery_id"] = INTRUDER
-        if rule.name == "complete_execution":
+        if rule.name == "complete_execution" or rule.name in TABLE.composed:
             arguments["result"] = 0
         if rule.name == "mark_execution_uncertain":
             arguments["reason"] = INTRUDER

@@ -11,9 +11,10 @@ compare-and-swap from ``expected_revision`` and does ``action`` only if that swa
 Which statuses a transition leaves from, where it lands, which fence it checks and what
 it grants all come from :data:`~tool_execution_checkpoint.table.TABLE`. The functions
 here only build the parts of the next record that the table says the transition sets.
-The table's composed steps (:func:`create_claimed`, :func:`complete_and_claim_delivery`)
-are one write each: their postcondition checks that the next record is exactly the one
-their parts make, one after the other, at one past the stored revision.
+The table's composed steps (:func:`create_claimed`, :func:`complete_and_claim_delivery`,
+and :func:`complete_and_deliver` for a host whose delivery is the hand-back) are one
+write each: their postcondition checks that the next record is exactly the one their
+parts make, one after the other, at one past the stored revision.
 
 The package is in three modules: :mod:`.engine` (the vocabulary, the loader, the guard,
 create, decide and validate), :mod:`.steps` (the transitions and the composed steps, each
@@ -41,6 +42,7 @@ from .steps import (
     claim_delivery,
     claim_execution,
     complete_and_claim_delivery,
+    complete_and_deliver,
     complete_delivery,
     complete_execution,
     create_claimed,
@@ -60,6 +62,7 @@ __all__ = [
     "claim_delivery",
     "claim_execution",
     "complete_and_claim_delivery",
+    "complete_and_deliver",
     "complete_delivery",
     "complete_execution",
     "create_checkpoint",

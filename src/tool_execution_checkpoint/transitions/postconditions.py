@@ -48,6 +48,7 @@ class _Parts:
     claim_execution: Callable[..., Transition]
     complete_execution: Callable[..., Transition]
     claim_delivery: Callable[..., Transition]
+    complete_delivery: Callable[..., Transition]
 
 
 PARTS = _Parts()
@@ -212,37 +213,37 @@ def _broken_creation(binding: Binding, transition: Transition, parts: Transition
     return None
 
 
-def _broken_delivery_claim(
-    OLD: Any, record: object, arguments: Mapping[str, Any], result: Transition
+def _broken_composition(
+    OLD: Any, name: str, record: object, arguments: Mapping[str, Any], result: Transition
 ) -> str | None:
-    """The first promise of complete_and_claim_delivery that ``result`` breaks, or None:
-    every promise of a transition, and its next record is exactly the one its parts make
-    (complete_execution, then claim_delivery, with the same keyword ``arguments``)."""
-    name = "complete_and_claim_delivery"
+    """The first promise of the composed step ``name`` over a record (one that stores a
+    result and claims its delivery) that ``result`` breaks, or None: every promise of a
+    transition, and its next record is exactly the one its parts make with the same
+    keyword ``arguments``."""
     promise = _broken_promise(name, OLD.record, record, result)
     if promise is not None:
         return promise
-    parts = _completed_and_claimed_by_parts(OLD.record, arguments)
+    parts = _completed_by_parts(name, OLD.record, arguments)
     if not _same_but_revision(result.next, parts.next):
         return "next is the record its parts make"
     return None
 
 
 # icontract hands a condition the call's keyword arguments as ``_KWARGS``: the composed
-# step takes all but ``record`` by keyword.
+# step takes all but its name and ``record`` by keyword.
 
 
-def _claims_delivery_by_its_parts(
-    OLD: Any, record: object, _KWARGS: Mapping[str, Any], result: Transition
+def _made_by_its_parts(
+    OLD: Any, name: str, record: object, _KWARGS: Mapping[str, Any], result: Transition
 ) -> bool:
-    return _broken_delivery_claim(OLD, record, _KWARGS, result) is None
+    return _broken_composition(OLD, name, record, _KWARGS, result) is None
 
 
-def _delivery_claim_violation(
-    OLD: Any, record: object, _KWARGS: Mapping[str, Any], result: Transition
+def _composition_violation(
+    OLD: Any, name: str, record: object, _KWARGS: Mapping[str, Any], result: Transition
 ) -> icontract.ViolationError:
-    broken = _broken_delivery_claim(OLD, record, _KWARGS, result)
-    return icontract.ViolationError(f"complete_and_claim_delivery broke a promise: {broken}")
+    broken = _broken_composition(OLD, name, record, _KWARGS, result)
+    return icontract.ViolationError(f"{name} broke a promise: {broken}")
 
 
 # --- create and decide ------------------------------------------------------------------
@@ -300,17 +301,18 @@ def _creation_violation(
     )
 
 
-def _completed_and_claimed_by_parts(before: Checkpoint, arguments: Mapping[str, Any]) -> Transition:
-    """What complete_execution, then claim_delivery make of ``before`` with the keyword
-    ``arguments`` of complete_and_claim_delivery."""
+def _completed_by_parts(name: str, before: Checkpoint, arguments: Mapping[str, Any]) -> Transition:
+    """What the table's parts of the composed step ``name`` over a record make of
+    ``before``, one after the other, with the step's keyword ``arguments`` (the parts are
+    complete_execution, claim_delivery and, for the hand-back step, complete_delivery)."""
     at, ceiling = arguments["at"], arguments["max_payload_bytes"]
-    done = PARTS.complete_execution(
-        before,
-        attempt_id=arguments["attempt_id"],
-        at=at,
-        result=arguments["payload"],
-        max_payload_bytes=ceiling,
-    )
-    return PARTS.claim_delivery(
-        done.next, delivery_id=arguments["delivery_id"], at=at, max_payload_bytes=ceiling
-    )
+    claim = {"delivery_id": arguments["delivery_id"]}
+    completion = {"attempt_id": arguments["attempt_id"], "result": arguments["payload"]}
+    given = {"complete_execution": completion, "claim_delivery": claim, "complete_delivery": claim}
+    record, step = before, None
+    for part in TABLE.composed[name].parts:
+        function: Callable[..., Transition] = getattr(PARTS, part)
+        step = function(record, at=at, max_payload_bytes=ceiling, **given[part])
+        record = step.next
+    assert step is not None  # a composed step has two parts or more
+    return step

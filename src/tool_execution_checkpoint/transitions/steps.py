@@ -35,10 +35,10 @@ from .postconditions import (
     PARTS,
     RULES,
     _as_checkpoint,
-    _claims_delivery_by_its_parts,
+    _composition_violation,
     _creates_by_its_parts,
     _creation_violation,
-    _delivery_claim_violation,
+    _made_by_its_parts,
     _transition_contracts,
 )
 
@@ -46,6 +46,7 @@ __all__ = [
     "claim_delivery",
     "claim_execution",
     "complete_and_claim_delivery",
+    "complete_and_deliver",
     "complete_delivery",
     "complete_execution",
     "create_claimed",
@@ -376,7 +377,39 @@ def complete_and_claim_delivery(
             bad ``result``; INVALID_ARGUMENT for a bad ``attempt_id``, ``delivery_id``,
             ``at`` or ``max_payload_bytes``; every error of :func:`validate_checkpoint`.
     """
-    return _complete_and_claim_delivery(
+    return _stores_and_claims(
+        "complete_and_claim_delivery",
+        record,
+        attempt_id=attempt_id,
+        delivery_id=delivery_id,
+        at=at,
+        payload=result,
+        max_payload_bytes=max_payload_bytes,
+    )
+
+
+def complete_and_deliver(
+    record: RecordLike,
+    *,
+    attempt_id: str,
+    delivery_id: str,
+    at: Timestamp,
+    result: object,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Transition:
+    """executing or uncertain -> delivered in one swap, for a host whose delivery is the
+    hand-back: store ``result`` (the exact JSON payload, as :func:`complete_execution`
+    stores it), claim its delivery for ``delivery_id`` and record it delivered, all at
+    ``at``. Only the owning attempt may. A won swap grants ``hand-back``: return
+    ``next.result.payload`` to the framework, which delivers it; never send it (a host
+    that sends the result itself uses :func:`complete_and_claim_delivery`).
+
+    Raises:
+        CheckpointError: as :func:`complete_and_claim_delivery`.
+    """
+    step = "complete_and_deliver"
+    return _stores_and_claims(
+        step,
         record,
         attempt_id=attempt_id,
         delivery_id=delivery_id,
@@ -387,10 +420,9 @@ def complete_and_claim_delivery(
 
 
 @icontract.snapshot(_as_checkpoint, enabled=CONTRACTS_ENABLED)
-@icontract.ensure(
-    _claims_delivery_by_its_parts, error=_delivery_claim_violation, enabled=CONTRACTS_ENABLED
-)
-def _complete_and_claim_delivery(
+@icontract.ensure(_made_by_its_parts, error=_composition_violation, enabled=CONTRACTS_ENABLED)
+def _stores_and_claims(
+    name: str,
     record: RecordLike,
     *,
     attempt_id: str,
@@ -399,25 +431,19 @@ def _complete_and_claim_delivery(
     payload: object,
     max_payload_bytes: int,
 ) -> Transition:
+    """The composed step ``name`` over a record: store ``payload`` and claim its delivery
+    for ``delivery_id``, and, in the hand-back step, record it delivered."""
     begun = _begin(
-        "complete_and_claim_delivery",
-        record,
-        at,
-        max_payload_bytes,
-        attempt_id=attempt_id,
-        delivery_id=delivery_id,
+        name, record, at, max_payload_bytes, attempt_id=attempt_id, delivery_id=delivery_id
     )
     stored = checked_result(payload, begun.at, max_payload_bytes)
-    return _advance(
-        begun.rule,
-        begun.record,
-        begun.at,
-        result=stored,
-        delivery=checked_delivery(begun.delivery_id, begun.at),
-    )
+    delivered = begun.at if TABLE.composed[name].hand_back else None
+    delivery = checked_delivery(begun.delivery_id, begun.at, delivered)
+    return _advance(begun.rule, begun.record, begun.at, result=stored, delivery=delivery)
 
 
 PARTS.create_checkpoint = create_checkpoint
 PARTS.claim_execution = claim_execution
 PARTS.complete_execution = complete_execution
 PARTS.claim_delivery = claim_delivery
+PARTS.complete_delivery = complete_delivery

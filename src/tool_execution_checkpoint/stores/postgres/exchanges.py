@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from ...records import Checkpoint
-from ...table import TABLE
 from ..core import (
     BrokenRecord,
     Listing,
@@ -125,13 +124,12 @@ def getting(statements: Statements, key: str) -> Exchange[Mapping[str, Any] | No
 def swapping(
     statements: Statements, key: str, expected_revision: int, record: Checkpoint, *, relax: bool
 ) -> Exchange[bool]:
-    """``compare_and_swap``: one UPDATE ... WHERE key AND revision (the relaxed one when
-    ``relax`` and the record's status is one that only non-durable transitions land in);
-    whether it swapped."""
+    """``compare_and_swap``: one UPDATE ... WHERE key AND revision (the relaxed one, which
+    commits asynchronously, when ``relax``: a non-durable swap on a store that relaxes
+    them); whether it swapped."""
     encoded = encode_swap(key, expected_revision, record)
     record = encoded.record
-    relaxed = relax and record.status in TABLE.relaxed_statuses
-    query = statements.update_relaxed if relaxed else statements.update
+    query = statements.update_relaxed if relax else statements.update
     params = (record.revision, record.status.value, encoded.text, key, expected_revision)
     count, _ = yield from _sent(Statement("compare-and-swap", query, params))
     return count == 1

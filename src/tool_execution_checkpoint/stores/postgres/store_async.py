@@ -73,9 +73,9 @@ class AsyncPostgresStore:
             schema). With False, a missing table is a PostgresConfigurationError.
         durable: Refuse a server with ``synchronous_commit`` or ``fsync`` off (the
             default). Pass False only for tests and throwaway data.
-        synchronous_delivered: With False (the default), a ``compare_and_swap`` whose
-            record's status is in ``TABLE.relaxed_statuses`` (today delivered, which only
-            complete_delivery and prune_result land in) commits asynchronously: the server
+        synchronous_delivered: With False (the default), a ``compare_and_swap`` given
+            ``durable=False`` (the host's delivered mark and an operator's pruning, the
+            writes the table declares non-durable) commits asynchronously: the server
             acknowledges it before its WAL is flushed, and a crash soon after may lose it
             (leaving the record as it was before); every other write waits for the flush
             as the server's ``synchronous_commit`` says. With True, every write waits. It
@@ -360,11 +360,13 @@ class AsyncPostgresStore:
         """
         return await self._run(exchanges.getting(self._sql, key))
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Replace the row under ``key`` with ``record`` if its revision is still
         ``expected_revision`` (one UPDATE ... WHERE key AND revision); return whether it
-        did. A ``record`` in a status of ``TABLE.relaxed_statuses`` (delivered) commits
-        asynchronously unless the store was made with ``synchronous_delivered=True``.
+        did. A swap given ``durable=False`` commits asynchronously unless the store was
+        made with ``synchronous_delivered=True``.
 
         Raises:
             CheckpointError: INVALID_ARGUMENT for a bad key, or a record whose revision is
@@ -373,7 +375,8 @@ class AsyncPostgresStore:
                 read back.
             PostgresStoreError: any other: it failed and was not applied.
         """
-        swap = exchanges.swapping(self._sql, key, expected_revision, record, relax=self._relax)
+        relax = self._relax and not durable
+        swap = exchanges.swapping(self._sql, key, expected_revision, record, relax=relax)
         return await self._run(swap)
 
     async def clock_us(self) -> int:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 
 from ...errors import CheckpointError, ErrorCode
 from ...records import Checkpoint
-from ...table import TABLE, Status
+from ...table import Status
 from ...validation import check_identifier
 from ..core import (
     BrokenRecord,
@@ -139,8 +139,8 @@ def _answer(reply: object) -> bool:
 
 class Layout:
     """Key names, argument checks and the operations as generators of requests, under
-    ``prefix``, on one node or sharded over a cluster; ``relax`` keeps the swaps to a
-    relaxed status (``TABLE.relaxed_statuses``) out of the append-only file.
+    ``prefix``, on one node or sharded over a cluster; ``relax`` keeps the swaps the
+    host calls non-durable out of the append-only file.
 
     Raises CheckpointError INVALID_ARGUMENT for a prefix that is not an identifier, or
     that holds ``{`` or ``}`` on a cluster."""
@@ -206,8 +206,11 @@ class Layout:
         keys = (self.record_key(key), self.index_key(key, record.status))
         return _answer((yield _call(CREATE, keys, args, write=True)))
 
-    def swap(self, key: str, expected_revision: int, record: Checkpoint) -> Operation[bool]:
-        """Compare-and-swap: one write script, relaxed or not."""
+    def swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> Operation[bool]:
+        """Compare-and-swap: one write script, relaxed when it is not ``durable`` and the
+        layout relaxes."""
         encoded = encode_swap(key, expected_revision, record)
         record = encoded.record
         args = (
@@ -219,8 +222,7 @@ class Layout:
             key.encode("utf-8"),
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
-        relaxed = self.relax and record.status in TABLE.relaxed_statuses
-        script = SWAP_RELAXED if relaxed else SWAP
+        script = SWAP_RELAXED if self.relax and not durable else SWAP
         return _answer((yield _call(script, keys, args, write=True)))
 
     def get(self, key: str) -> Operation[Mapping[str, Any] | None]:

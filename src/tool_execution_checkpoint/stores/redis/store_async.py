@@ -119,9 +119,10 @@ class AsyncRedisStore:
     Durability needs the server (every master of a cluster) to run with ``appendonly
     yes``, ``appendfsync always``, ``no-appendfsync-on-rewrite no`` and a
     ``maxmemory-policy`` that never evicts (:meth:`check_durability` reads them). By
-    default a swap to a status of ``TABLE.relaxed_statuses`` (delivered) is kept out of
-    the append-only file, so a restart may bring its record back as delivering, never as
-    anything answered with execute; ``synchronous_delivered=True`` appends it too.
+    default a swap the host calls non-durable (``durable=False``: the delivered mark, a
+    pruning) is kept out of the append-only file, so a restart may bring its record back
+    as it was before (delivering, or delivered with its payload), never as anything
+    answered with execute; ``synchronous_delivered=True`` appends it too.
     Replication is asynchronous: a failover can lose acknowledged writes.
     docs/stores/redis.md explains each of these.
 
@@ -264,11 +265,16 @@ class AsyncRedisStore:
         :func:`~tool_execution_checkpoint.stores.decode_stored`)."""
         return await self._run(self._layout.get(key))
 
-    async def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    async def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Replace the record under ``key`` with ``record`` if its stored revision is
         still ``expected_revision``; return whether it did. One EVALSHA that compares,
-        writes the record and moves the key between the status indexes."""
-        return await self._run(self._layout.swap(key, expected_revision, record))
+        writes the record and moves the key between the status indexes; kept out of the
+        append-only file when ``durable`` is False, unless the store was made with
+        ``synchronous_delivered=True``."""
+        swap = self._layout.swap(key, expected_revision, record, durable=durable)
+        return await self._run(swap)
 
     async def clock_us(self) -> int:
         """The server's TIME, in microseconds since the epoch: the clock every write

@@ -197,10 +197,14 @@ class SQLiteStore:
         parameters = (key, *_columns(encode_create(key, record)))
         return self._write("create_if_absent", INSERT, parameters)
 
-    def compare_and_swap(self, key: str, expected_revision: int, record: Checkpoint) -> bool:
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
+    ) -> bool:
         """Replace the record under ``key`` with ``record`` if its stored revision is
         still ``expected_revision``; return whether it did. One
-        ``UPDATE ... WHERE key = ? AND revision = ?``."""
+        ``UPDATE ... WHERE key = ? AND revision = ?``, committed durably whatever
+        ``durable`` says (it is accepted and ignored)."""
+        del durable
         columns = _columns(encode_swap(key, expected_revision, record))
         return self._write("compare_and_swap", UPDATE, (*columns, key, expected_revision))
 

@@ -25,6 +25,7 @@ from ...table import Status
 from ...transitions import (
     claim_delivery,
     claim_execution,
+    complete_delivery,
     complete_execution,
     create_checkpoint,
     decide_checkpoint,
@@ -193,6 +194,34 @@ class StoreConformance:
         assert store.compare_and_swap(key, first.expected_revision, first.next) is True
         assert store.compare_and_swap(key, second.expected_revision, second.next) is False
         assert store.get(key) == first.next.to_dict()
+
+    def test_a_swap_the_host_calls_non_durable_is_still_a_compare_and_swap(self) -> None:
+        """``durable=False`` (the delivered mark) only lets the store report the swap
+        before it is flushed: it lands from the stored revision and reads back exactly,
+        it loses from any other and changes nothing, and it makes nothing where no record
+        is."""
+        store = self._store()
+        binding = self._binding()
+        key = checkpoint_key(binding)
+        created = create_checkpoint(binding, created_at=NOW)
+        claim = claim_execution(created, attempt_id="attempt-1", at=NOW)
+        done = complete_execution(claim.next, attempt_id="attempt-1", at=NOW, result=[1])
+        delivery = claim_delivery(done.next, delivery_id="delivery-1", at=NOW)
+        mark = complete_delivery(delivery.next, delivery_id="delivery-1", at=NOW)
+        absent = checkpoint_key(self._binding("call-2"))
+        missing = store.compare_and_swap(absent, mark.expected_revision, mark.next, durable=False)
+        assert missing is False
+        assert store.get(absent) is None
+        store.create_if_absent(key, created)
+        for step in (claim, done, delivery):
+            assert store.compare_and_swap(key, step.expected_revision, step.next) is True
+        swap = store.compare_and_swap
+        assert swap(key, delivery.expected_revision, delivery.next, durable=False) is False
+        assert store.get(key) == delivery.next.to_dict()
+        assert swap(key, mark.expected_revision, mark.next, durable=False) is True
+        assert store.get(key) == mark.next.to_dict()
+        assert swap(key, mark.expected_revision, mark.next, durable=False) is False
+        assert store.get(key) == mark.next.to_dict()
 
     def test_compare_and_swap_on_a_missing_key_fails(self) -> None:
         store = self._store()
