@@ -13,6 +13,7 @@ above 1 is slower), the target ratio and whether it was met.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ __all__ = [
     "calibrate",
     "compare",
     "machine",
+    "main_of",
     "paired_rounds",
     "per_call",
     "print_table",
@@ -230,6 +233,28 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
     }
+
+
+def main_of(
+    doc: str | None,
+    measure: Callable[[bool], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> None:
+    """The command line of a benchmark that runs on its own: ``[--quick] [--json PATH]``;
+    ``measure(quick)`` (warnings silenced) and ``report`` its results, written with the
+    machine to PATH when asked. ``doc``'s first line describes it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help="small batches, 3 rounds")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = measure(args.quick)
+    report(results)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"machine": machine(), **results}, indent=2) + "\n", encoding="utf-8"
+        )
 
 
 def write_json(path: str | Path, figures: Sequence[Figure], extra: Mapping[str, Any]) -> None:

@@ -191,7 +191,8 @@ class RawRedis:
         self.indexes = {status: f"{prefix}idx:{status.value}" for status in Status}
 
     def insert(self, key: str, record: dict[str, Any], text: str, updated_us: int) -> bool:
-        args = [record["revision"], record["status"], updated_us, text, key]
+        del updated_us
+        args = [record["revision"], record["status"], text, key]
         keys = [self.prefix + "rec:" + key, self.indexes[Status(record["status"])]]
         return bool(self.create(keys=keys, args=args))
 
@@ -201,14 +202,8 @@ class RawRedis:
     def update(
         self, key: str, expected: int, record: dict[str, Any], text: str, updated_us: int
     ) -> bool:
-        args: list[str | int] = [
-            expected,
-            record["revision"],
-            record["status"],
-            updated_us,
-            text,
-            key,
-        ]
+        del updated_us
+        args: list[str | int] = [expected, record["revision"], record["status"], text, key]
         keys = [self.prefix + "rec:" + key, *self.indexes.values()]
         swap = self.swap_relaxed if record["status"] == "delivered" else self.swap
         return bool(swap(keys=keys, args=args))

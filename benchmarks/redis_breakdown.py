@@ -31,7 +31,6 @@ of command time per call (``usec``, the time its commands ran, not its I/O or fs
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import json
@@ -39,7 +38,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +45,7 @@ from typing import Any
 import redis
 from _calls import powertools_call, tec_sync
 from _drive import PAYLOAD, Ran
-from _measure import machine, paired_rounds
+from _measure import main_of, paired_rounds
 from stores import recorded_call, replay
 
 from tool_execution_checkpoint import Checkpoint
@@ -188,20 +186,5 @@ def report(results: dict[str, Any]) -> None:
     print(results["server"], "; contracts", "on" if results["contracts_enabled"] else "off")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small batches, 3 rounds")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = measure(args.quick)
-    report(results)
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine(), **results}, indent=2) + "\n", encoding="utf-8"
-        )
-
-
 if __name__ == "__main__":
-    main()
+    main_of(__doc__, measure, report)

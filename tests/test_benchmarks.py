@@ -42,6 +42,22 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
+def _run_quick(
+    script: str, output: Path, environment: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/SCRIPT --quick --json OUTPUT``, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--json", str(output)],
+        env={**os.environ, **(environment or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_quick_run_writes_every_figure(tmp_path: Path) -> None:
     output = tmp_path / "results.json"
     done = subprocess.run(
@@ -311,21 +327,13 @@ def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands
 ) -> None:
     """``benchmarks/redis_breakdown.py --quick``: every side's client CPU per call, and
     the server's commands per call exactly as the two subjects send them: three EVALSHA
-    and the 19 commands their scripts run (create: EXISTS, TYPE, HSET, TIME, ZADD; each
-    swap: HMGET, TYPE, TYPE, HSET, ZREM, TIME, ZADD) for run_once, two SETs for
+    and the 16 commands their scripts run (create: EXISTS, TIME, ZADD, HSET; each swap
+    to another status: HMGET, TYPE, TIME, ZADD, ZREM, HSET) for run_once, two SETs for
     powertools."""
     pytest.importorskip("aws_lambda_powertools", reason="the bench extra (make bench)")
     output = tmp_path / "breakdown.json"
-    script = str(ROOT / "benchmarks" / "redis_breakdown.py")
-    done = subprocess.run(
-        [sys.executable, script, "--quick", "--json", str(output)],
-        env={**os.environ, "TOOL_CHECKPOINT_CONTRACTS": "0"},  # the defaults it measures
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    contracts_off = {"TOOL_CHECKPOINT_CONTRACTS": "0"}  # the defaults it measures
+    done = _run_quick("redis_breakdown.py", output, contracts_off)
     document = json.loads(output.read_text(encoding="utf-8"))
     cpu = document["client_cpu_us_per_call"]
     assert set(cpu) == {
@@ -337,8 +345,56 @@ def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands
     }
     assert all(_positive(value) for value in cpu.values())
     servers = document["server_per_call"]
-    assert servers["run_once, RedisStore"]["commands"] == 22
+    assert servers["run_once, RedisStore"]["commands"] == 19
     assert servers["powertools"]["commands"] == 2
     assert all(_positive(row["usec"]) for row in servers.values())
     assert document["contracts_enabled"] is False
     assert "library outside the writes" in done.stdout
+
+
+def test_quick_redis_writes_takes_a_write_apart(tmp_path: Path) -> None:
+    """``benchmarks/redis_writes.py --quick``: every variant timed with 1 and 8 workers,
+    and the server's counts exactly as each variant's scripts make them: the store's
+    12 commands a call (two EVALSHA; create: EXISTS, TIME, ZADD, HSET; swap to another
+    status: HMGET, TYPE, TIME, ZADD, ZREM, HSET), 14 before #36, two SETs appended as
+    they were sent, and fewer AOF bytes than before #36 (no updated_us)."""
+    output = tmp_path / "writes.json"
+    done = _run_quick("redis_writes.py", output)
+    document = json.loads(output.read_text(encoding="utf-8"))
+    variants = {
+        "SET",
+        "EVALSHA SET",
+        "hash, no index",
+        "one index, by time",
+        "one index, by status",
+        "per-status, no check",
+        "the store's scripts",
+        "the store's + updated_us",
+        "before #36 (TYPE checks)",
+    }
+    assert set(document["workers"]) == {"1", "8"}
+    for summary in document["workers"].values():
+        for measure in ("wall", "client_cpu", "server_cpu", "command_us"):
+            assert set(summary[measure]) == variants
+            for cell in summary[measure].values():
+                assert _positive(cell["us_per_call"])
+                assert _positive(cell["ratio_to_set"])
+    counts = document["server_per_call"]
+    assert {name: row["commands"] for name, row in counts.items()} == {
+        "SET": 2,
+        "EVALSHA SET": 4,
+        "hash, no index": 6,
+        "one index, by time": 10,
+        "one index, by status": 11,
+        "per-status, no check": 11,
+        "the store's scripts": 12,
+        "the store's + updated_us": 12,
+        "before #36 (TYPE checks)": 14,
+    }
+    assert counts["SET"]["replicated"] == counts["EVALSHA SET"]["replicated"] == {"SET": 2}
+    mine = {"EXEC": 2, "HSET": 2, "MULTI": 2, "ZADD": 2, "ZREM": 1}
+    assert counts["the store's scripts"]["replicated"] == mine
+    assert (
+        counts["the store's scripts"]["aof_bytes"] < counts["before #36 (TYPE checks)"]["aof_bytes"]
+    )
+    assert "per call (2 writes)" in done.stdout

@@ -462,13 +462,15 @@ def test_each_operation_is_one_command_and_a_cas_is_one_evalsha(
 
     create = monitored(server, lambda: store.create_if_absent(key, created))
     assert top_level(create) == ["EVALSHA"]
-    assert from_scripts(create) == ["EXISTS", "TYPE", "HSET", "TIME", "ZADD"]  # the server's time
+    # The index is written first: a foreign value there fails the script before any write.
+    assert from_scripts(create) == ["EXISTS", "TIME", "ZADD", "HSET"]  # the server's time
 
     stats_before = admin.info("commandstats")
     swap = monitored(server, lambda: store.compare_and_swap(key, 1, claim.next))
     stats_after = admin.info("commandstats")
     assert top_level(swap) == ["EVALSHA"]
-    assert from_scripts(swap) == ["HMGET", "TYPE", "TYPE", "HSET", "ZREM", "TIME", "ZADD"]
+    # One check, of the old status's index, the one written after the first write.
+    assert from_scripts(swap) == ["HMGET", "TYPE", "TIME", "ZADD", "ZREM", "HSET"]
     assert stats_after["cmdstat_evalsha"]["calls"] == stats_before["cmdstat_evalsha"]["calls"] + 1
     for name in ("cmdstat_multi", "cmdstat_exec", "cmdstat_watch", "cmdstat_set", "cmdstat_get"):
         assert stats_after.get(name) == stats_before.get(name)
@@ -476,6 +478,11 @@ def test_each_operation_is_one_command_and_a_cas_is_one_evalsha(
     lost = monitored(server, lambda: store.compare_and_swap(key, 1, claim.next))
     assert top_level(lost) == ["EVALSHA"]
     assert from_scripts(lost) == ["HMGET"]  # a lost CAS writes nothing
+
+    raw = claim.next.to_dict()
+    kept = Checkpoint.from_dict({**raw, "revision": 3})  # its status kept: one index
+    same = monitored(server, lambda: store.compare_and_swap(key, 2, kept))
+    assert from_scripts(same) == ["HMGET", "TIME", "ZADD", "HSET"]
 
     read = monitored(server, lambda: store.get(key))
     assert top_level(read) == ["HGET"]
@@ -887,7 +894,6 @@ def test_a_client_with_retries_still_sends_each_write_once(
         2,
         3,
         "completed",
-        timestamp_microseconds(LATER),
         done.next.to_json(),
         key,
     ]
@@ -902,13 +908,14 @@ def test_a_client_with_retries_still_sends_each_write_once(
 def test_a_write_refused_part_way_is_an_unknown_outcome_not_a_refusal(
     server: RedisServer, admin: redis.Redis
 ) -> None:
-    """A user allowed every command but ZADD: the create script's HSET runs, then its
-    ZADD is refused with NOPERM, and Redis does not roll the script back. The store
+    """A user allowed every command but HSET: the create script's ZADD runs, then its
+    HSET is refused with NOPERM, and Redis does not roll the script back. The store
     cannot tell that from a refusal before anything ran, so it says the outcome is
-    unknown (with the code), and the read back finds the record written."""
+    unknown (with the code); the read back finds no record, and the index entry left
+    behind lists nothing."""
     user, password = f"u-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["*"],
-                      commands=["+@all", "-zadd"])  # fmt: skip
+                      commands=["+@all", "-hset"])  # fmt: skip
     try:
         store = RedisStore.from_url(
             f"redis://{user}:{password}@127.0.0.1:{server.port}/0", prefix=fresh_prefix()
@@ -919,7 +926,9 @@ def test_a_write_refused_part_way_is_an_unknown_outcome_not_a_refusal(
         assert caught.value.code in ("NOPERM", "ERR")  # Redis 7 says ERR from a script
         assert "read the record back" in str(caught.value)
         assert password not in str(caught.value)
-        assert store.get(key) == record.to_dict()  # it was applied, part-way
+        assert admin.zscore(f"{store.prefix}idx:ready", key) is not None  # applied part-way
+        assert store.get(key) is None
+        assert store.list_records(Listing(list(Status))) == []
         store.close()
     finally:
         admin.acl_deluser(user)

@@ -199,7 +199,6 @@ class Layout:
         args = (
             str(record.revision).encode("ascii"),
             record.status.value.encode(),
-            str(encoded.updated_us).encode("ascii"),
             encoded.text.encode("utf-8"),
             key.encode("utf-8"),
         )
@@ -217,7 +216,6 @@ class Layout:
             str(expected_revision).encode("ascii"),
             str(record.revision).encode("ascii"),
             record.status.value.encode(),
-            str(encoded.updated_us).encode("ascii"),
             encoded.text.encode("utf-8"),
             key.encode("utf-8"),
         )

@@ -3,9 +3,9 @@ index ranges (docs/stores/redis.md explains the layout they work on).
 
 The index score of a record is the time of its last write on the server's clock: the
 write scripts read ``TIME`` and store it, whatever the writer's clock put in the record's
-``updatedAt`` (the hash's ``updated_us`` keeps that, as before). Keys written by earlier
-versions of this library have that ``updatedAt`` as their score instead: they are aged by
-it until their next write.
+``updatedAt``. Keys written by earlier versions of this library may have that
+``updatedAt`` as their score instead: they are aged by it until their next write (and
+their hashes may keep an ``updated_us`` field, which nothing reads).
 """
 
 from __future__ import annotations
@@ -46,9 +46,12 @@ class Script:
         return cls(encoded, hashlib.sha1(encoded).hexdigest().encode("ascii"))
 
 
-# Both write scripts check every key they will write before writing any, so that a
-# script that does not return 1 has changed nothing (a foreign value at an index key
-# would otherwise fail the script half-way: Redis does not roll scripts back).
+# A script that does not return 1 has changed nothing: Redis does not roll a script back,
+# so the first command that can fail (a foreign value at one of the store's keys:
+# WRONGTYPE) comes before any write. The record's hash is read first (EXISTS, HMGET) and
+# the index written next, so a foreign value there fails the script at its first write;
+# the hash, written last, was read and is absent or a hash. The one index a swap touches
+# after its first write, the old status's, is checked before it (TYPE).
 _USABLE_INDEX = """
 local function usable(index)
   local kind = redis.call('TYPE', index)['ok']
@@ -66,21 +69,16 @@ end
 """
 
 # KEYS[1]: the record's hash; KEYS[2]: the index of its status.
-# ARGV: revision, status, updated_us (the record's updatedAt), record JSON, key.
+# ARGV: revision, status, record JSON, key.
 CREATE = Script.of(
     "#!lua\n"
-    + _USABLE_INDEX
     + _NOW
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-if not usable(KEYS[2]) then
-  return redis.error_reply('WRONGTYPE an index key of the store holds a foreign value')
-end
-redis.call('HSET', KEYS[1], 'revision', ARGV[1], 'status', ARGV[2],
-  'updated_us', ARGV[3], 'record', ARGV[4])
-redis.call('ZADD', KEYS[2], now(), ARGV[5])
+redis.call('ZADD', KEYS[2], now(), ARGV[4])
+redis.call('HSET', KEYS[1], 'revision', ARGV[1], 'status', ARGV[2], 'record', ARGV[3])
 return 1
 """
 )
@@ -93,9 +91,11 @@ _LUA_STATUSES = (
 )
 
 # KEYS[1]: the record's hash; KEYS[i + 1]: the index of the status statuses[i].
-# ARGV: expected revision, revision, status, updated_us, record JSON, key.
+# ARGV: expected revision, revision, status, record JSON, key.
 # Revisions are compared as decimal text: Lua numbers are doubles, revisions go to 2^63-1.
-_SWAP_BODY = """
+# The reading part (the compare, the indexes of the stored and the new status) is the one
+# earlier versions ran.
+_SWAP_READ = """
 local stored = redis.call('HMGET', KEYS[1], 'revision', 'status')
 if stored[1] ~= ARGV[1] then
   return 0
@@ -105,17 +105,23 @@ for i, name in ipairs(statuses) do
   if name == stored[2] then old_index = KEYS[i + 1] end
   if name == ARGV[3] then new_index = KEYS[i + 1] end
 end
-if not new_index or (old_index and not usable(old_index)) or not usable(new_index) then
+"""
+_SWAP_BODY = (
+    _SWAP_READ
+    + """if old_index == new_index then
+  old_index = false
+end
+if not new_index or (old_index and not usable(old_index)) then
   return redis.error_reply('WRONGTYPE an index key of the store holds a foreign value')
 end
-redis.call('HSET', KEYS[1], 'revision', ARGV[2], 'status', ARGV[3],
-  'updated_us', ARGV[4], 'record', ARGV[5])
+redis.call('ZADD', new_index, now(), ARGV[5])
 if old_index then
-  redis.call('ZREM', old_index, ARGV[6])
+  redis.call('ZREM', old_index, ARGV[5])
 end
-redis.call('ZADD', new_index, now(), ARGV[6])
+redis.call('HSET', KEYS[1], 'revision', ARGV[2], 'status', ARGV[3], 'record', ARGV[4])
 return 1
 """
+)
 SWAP = Script.of("#!lua\n" + _USABLE_INDEX + _NOW + _LUA_STATUSES + _SWAP_BODY)
 # The relaxed swap is the same script, its effects sent to replicas but not appended to
 # the append-only file: nothing waits for an fsync of it (docs/stores/redis.md, "Delivered
