@@ -18,17 +18,8 @@ from typing import Any, Self
 
 from ..errors import CheckpointError, ErrorCode
 from ..records import Checkpoint
-from .core import (
-    BrokenRecord,
-    Listing,
-    RecordSummary,
-    check_key,
-    check_listing,
-    decode_stored,
-    encode_create,
-    encode_swap,
-    listing_line,
-)
+from . import core
+from .core import BrokenRecord, Listing, RecordSummary
 from .threaded import ThreadedStore
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_url"]
@@ -49,7 +40,7 @@ class MemoryStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted."""
-        text = encode_create(key, record).text
+        text = core.encode_create(key, record).text
         with self._lock:
             if key in self._texts:
                 return False
@@ -64,10 +55,10 @@ class MemoryStore:
         Raises CheckpointError INVALID_CHECKPOINT when the text kept is not a valid
         record (only a test that writes ``_texts`` itself can make one): see
         :func:`~tool_execution_checkpoint.stores.decode_stored`."""
-        check_key(key)
+        core.check_key(key)
         with self._lock:
             text = self._texts.get(key)
-        return None if text is None else decode_stored(text)
+        return None if text is None else core.decode_stored(text)
 
     def compare_and_swap(
         self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
@@ -76,7 +67,7 @@ class MemoryStore:
         ``expected_revision``; return whether it did. ``durable`` is accepted and ignored:
         nothing here is flushed anywhere."""
         del durable
-        text = encode_swap(key, expected_revision, record).text
+        text = core.encode_swap(key, expected_revision, record).text
         with self._lock:
             if self._revisions.get(key) != expected_revision:
                 return False
@@ -91,24 +82,24 @@ class MemoryStore:
     def written_us(self, key: str) -> int | None:
         """The ``updatedAt`` of the record under ``key`` in microseconds; None when
         nothing is stored there or the text kept is not a valid record."""
-        check_key(key)
+        core.check_key(key)
         with self._lock:
             text = self._texts.get(key)
-        line = None if text is None else listing_line(key, text)
+        line = None if text is None else core.listing_line(key, text)
         return line.written_us if isinstance(line, RecordSummary) else None
 
     def list_records(self, listing: Listing) -> list[RecordSummary | BrokenRecord]:
         """See :meth:`OperableCheckpointStore.list_records`. The store has no index apart
         from the records, so a text that is not a valid record is a
         :class:`~tool_execution_checkpoint.stores.BrokenRecord` in every listing."""
-        listing = check_listing(listing)
+        listing = core.check_listing(listing)
         with self._lock:
             texts = sorted(self._texts.items())
         found: list[RecordSummary | BrokenRecord] = []
         for key, text in texts:
             if listing.after_key is not None and key <= listing.after_key:
                 continue
-            line = listing_line(key, text)
+            line = core.listing_line(key, text)
             if listing.admits(line):
                 found.append(line)
                 if len(found) == listing.limit:

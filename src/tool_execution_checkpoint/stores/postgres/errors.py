@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import psycopg
 
-from ..core import (
-    OutcomeUnknownError,
-    StoreConfigurationError,
-    StoreError,
-    StoreNotAppliedError,
-    StoreUnavailableError,
-)
+from .. import core
 from .connections import Target
 
 __all__ = [
@@ -32,32 +26,32 @@ __all__ = [
 ]
 
 
-class PostgresStoreError(StoreError):
+class PostgresStoreError(core.StoreError):
     """A PostgreSQL store operation failed: the base of the store's errors, each of which
     is also in one category of :class:`~tool_execution_checkpoint.stores.StoreError`.
     Messages name the host, port, database, role and table, never the password, a
     payload or a server DETAIL line."""
 
 
-class PostgresNotAppliedError(PostgresStoreError, StoreNotAppliedError):
+class PostgresNotAppliedError(PostgresStoreError, core.StoreNotAppliedError):
     """The server refused the statement with an ERROR, which rolled its transaction
     back, or the store is closed: nothing was applied."""
 
 
-class PostgresUnavailableError(PostgresStoreError, StoreUnavailableError):
+class PostgresUnavailableError(PostgresStoreError, core.StoreUnavailableError):
     """No connection could be had in time (the server is down, refuses connections, has
     no free slots, or the pool is exhausted), or a read lost its connection: nothing was
     applied; retry later."""
 
 
-class PostgresConfigurationError(PostgresStoreError, StoreConfigurationError):
+class PostgresConfigurationError(PostgresStoreError, core.StoreConfigurationError):
     """The server, database, role or table cannot be used as configured: credentials,
     a missing database, role, schema or table, an encoding other than UTF8, a server
     that is not durable, a missing privilege. Nothing was applied; the message says what
     to fix."""
 
 
-class PostgresOutcomeUnknownError(PostgresStoreError, OutcomeUnknownError):
+class PostgresOutcomeUnknownError(PostgresStoreError, core.OutcomeUnknownError):
     """A write was sent and its outcome is unknown: the connection dropped, the backend
     was terminated or the statement cancelled before its answer. Read the record back:
     it is either the old record or exactly the one written."""

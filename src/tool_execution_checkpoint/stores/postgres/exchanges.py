@@ -15,17 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from ...records import Checkpoint
-from ..core import (
-    BrokenRecord,
-    Listing,
-    RecordSummary,
-    check_key,
-    check_listing,
-    decode_stored,
-    encode_create,
-    encode_swap,
-    listing_line,
-)
+from .. import core
+from ..core import BrokenRecord, Listing, RecordSummary
 from .errors import PostgresConfigurationError
 from .sql import LAYOUT, LAYOUT_MARKER, STATUSES, Statements
 
@@ -108,7 +99,7 @@ def _ready() -> Exchange[list[str]]:
 
 def creating(statements: Statements, key: str, record: Checkpoint) -> Exchange[bool]:
     """``create_if_absent``: one INSERT ... ON CONFLICT DO NOTHING; whether it inserted."""
-    encoded = encode_create(key, record)
+    encoded = core.encode_create(key, record)
     params = (key, encoded.record.revision, encoded.record.status.value, encoded.text)
     count, _ = yield from _sent(Statement("create", statements.insert, params))
     return count == 1
@@ -116,9 +107,9 @@ def creating(statements: Statements, key: str, record: Checkpoint) -> Exchange[b
 
 def getting(statements: Statements, key: str) -> Exchange[Mapping[str, Any] | None]:
     """``get``: one SELECT; the decoded record, or None only for no row."""
-    check_key(key)
+    core.check_key(key)
     _, rows = yield from _sent(Statement("get", statements.select, (key,)))
-    return decode_stored(rows[0][0]) if rows else None
+    return core.decode_stored(rows[0][0]) if rows else None
 
 
 def swapping(
@@ -127,7 +118,7 @@ def swapping(
     """``compare_and_swap``: one UPDATE ... WHERE key AND revision (the relaxed one, which
     commits asynchronously, when ``relax``: a non-durable swap on a store that relaxes
     them); whether it swapped."""
-    encoded = encode_swap(key, expected_revision, record)
+    encoded = core.encode_swap(key, expected_revision, record)
     record = encoded.record
     query = statements.update_relaxed if relax else statements.update
     params = (record.revision, record.status.value, encoded.text, key, expected_revision)
@@ -143,7 +134,7 @@ def clocking(statements: Statements) -> Exchange[int]:
 
 def written(statements: Statements, key: str) -> Exchange[int | None]:
     """``written_us``: one SELECT of the row's ``updated_us``; None for no row."""
-    check_key(key)
+    core.check_key(key)
     _, rows = yield from _sent(Statement("write-time read", statements.written, (key,)))
     return int(rows[0][0]) if rows else None
 
@@ -153,7 +144,7 @@ def listing(
 ) -> Exchange[list[RecordSummary | BrokenRecord]]:
     """``list_records``: one SELECT per page (another only when a page of rows the
     listing skips filled it), after the setup has read the server's order of statuses."""
-    checked = check_listing(wanted)
+    checked = core.check_listing(wanted)
     if not checked.statuses:
         return []
     order = yield from _ready()
@@ -214,10 +205,10 @@ def _page(
             break
         if key in placed:
             text, written_us = placed[key]
-            lines.append(listing_line(key, text, written_us=written_us))
+            lines.append(core.listing_line(key, text, written_us=written_us))
             continue
         text, written_us = odd[key]
-        line = listing_line(key, text, written_us=written_us)
+        line = core.listing_line(key, text, written_us=written_us)
         if listing.admits(line):
             lines.append(line)
     return lines, cut

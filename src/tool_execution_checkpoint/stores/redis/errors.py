@@ -26,13 +26,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..core import (
-    OutcomeUnknownError,
-    StoreConfigurationError,
-    StoreError,
-    StoreNotAppliedError,
-    StoreUnavailableError,
-)
+from .. import core
 
 __all__ = [
     "RedisAuthenticationError",
@@ -47,23 +41,23 @@ __all__ = [
 ]
 
 
-class RedisStoreError(StoreError):
+class RedisStoreError(core.StoreError):
     """A Redis store operation failed: the base of the store's errors, each of which is
     also in one category of :class:`~tool_execution_checkpoint.stores.StoreError`."""
 
 
-class RedisUnavailableError(RedisStoreError, StoreUnavailableError):
+class RedisUnavailableError(RedisStoreError, core.StoreUnavailableError):
     """The server could not be reached, did not answer in time, or is still loading its
     data. Raised before a command was sent, or for a read: no write was applied by the
     call that raised it."""
 
 
-class RedisAuthenticationError(RedisStoreError, StoreConfigurationError):
+class RedisAuthenticationError(RedisStoreError, core.StoreConfigurationError):
     """The server refused the credentials (wrong or missing password or user name). The
     message never shows the password."""
 
 
-class RedisConfigurationError(RedisStoreError, StoreConfigurationError):
+class RedisConfigurationError(RedisStoreError, core.StoreConfigurationError):
     """The store is configured wrongly: a URL that is not a Redis URL, or a server whose
     settings break the storage contract (see :class:`RedisDurabilityError`)."""
 
@@ -77,7 +71,7 @@ class RedisDurabilityWarning(UserWarning):
     """The server's persistence settings are weak (``check_durability(on_weak="warn")``)."""
 
 
-class RedisCommandError(RedisStoreError, StoreNotAppliedError):
+class RedisCommandError(RedisStoreError, core.StoreNotAppliedError):
     """The server refused a command with an error, before it changed anything (out of
     memory, read-only replica, a foreign value under the store's prefix, a cluster
     redirection...). The scripts declare themselves with a shebang, so Redis refuses
@@ -93,7 +87,7 @@ class RedisCommandError(RedisStoreError, StoreNotAppliedError):
         self.code = code
 
 
-class RedisOutcomeUnknownError(RedisStoreError, OutcomeUnknownError):
+class RedisOutcomeUnknownError(RedisStoreError, core.OutcomeUnknownError):
     """A write was sent and may or may not have run: the connection failed or timed out
     before its reply, the reply was not one the store understands, or the server
     refused it with an error that may come from inside the script (``code``, else
@@ -105,7 +99,7 @@ class RedisOutcomeUnknownError(RedisStoreError, OutcomeUnknownError):
         self.code = code
 
 
-class RedisReplyError(RedisStoreError, StoreNotAppliedError):
+class RedisReplyError(RedisStoreError, core.StoreNotAppliedError):
     """A read got a reply the store does not understand (for example from a proxy in
     front of Redis, or a key under the store's prefix that is not UTF-8). Nothing was
     written; a write that gets such a reply is :class:`RedisOutcomeUnknownError`."""
@@ -181,7 +175,7 @@ def _os_reason(error: BaseException, otherwise: str) -> str:
     return otherwise
 
 
-def connect_failure(error: BaseException, where: str, timeout: object) -> StoreError | None:
+def connect_failure(error: BaseException, where: str, timeout: object) -> core.StoreError | None:
     """The store error for a failure while getting a connected connection (nothing was
     sent), or None when ``error`` is not a Redis or OS error."""
     if isinstance(error, AuthenticationError):
@@ -229,7 +223,7 @@ def _command_failure(error: ResponseError, where: str) -> RedisCommandError:
 
 def exchange_failure(
     error: BaseException, write: bool, where: str, timeout: object
-) -> StoreError | None:
+) -> core.StoreError | None:
     """The store error for a failure after a command (a ``write`` or a read) may have
     been sent, or None when ``error`` is not a Redis or OS error."""
     if isinstance(error, AuthenticationError | BusyLoadingError):
@@ -288,7 +282,9 @@ def _chain(error: BaseException) -> list[BaseException]:
     return found
 
 
-def cluster_start_failure(error: BaseException, where: str, timeout: object) -> StoreError | None:
+def cluster_start_failure(
+    error: BaseException, where: str, timeout: object
+) -> core.StoreError | None:
     """The store error for a failure while reading the cluster's slot map (nothing was
     sent), or None when ``error`` is not a Redis, cluster or OS error."""
     chain = _chain(error)

@@ -20,17 +20,8 @@ from ...errors import CheckpointError, ErrorCode
 from ...records import Checkpoint
 from ...table import Status
 from ...validation import check_identifier
-from ..core import (
-    BrokenRecord,
-    Listing,
-    RecordSummary,
-    check_key,
-    check_listing,
-    decode_stored,
-    encode_create,
-    encode_swap,
-    listing_line,
-)
+from .. import core
+from ..core import BrokenRecord, Listing, RecordSummary
 from .durability import SETTINGS, DurabilityReport
 from .errors import RedisCommandError, RedisOutcomeUnknownError, RedisReplyError, unknown_reply
 from .scripts import (
@@ -194,7 +185,7 @@ class Layout:
 
     def create(self, key: str, record: Checkpoint) -> Operation[bool]:
         """Create-if-absent: one write script."""
-        encoded = encode_create(key, record)
+        encoded = core.encode_create(key, record)
         record = encoded.record
         args = (
             str(record.revision).encode("ascii"),
@@ -210,7 +201,7 @@ class Layout:
     ) -> Operation[bool]:
         """Compare-and-swap: one write script, relaxed when it is not ``durable`` and the
         layout relaxes."""
-        encoded = encode_swap(key, expected_revision, record)
+        encoded = core.encode_swap(key, expected_revision, record)
         record = encoded.record
         args = (
             str(expected_revision).encode("ascii"),
@@ -226,7 +217,7 @@ class Layout:
     def get(self, key: str) -> Operation[Mapping[str, Any] | None]:
         """The record under ``key``: one HGET, then an EXISTS and a second HGET when it
         finds no record field."""
-        check_key(key)
+        core.check_key(key)
         name = self.record_key(key)
         reply = yield Request((b"HGET", name, b"record"), write=False, route=name)
         if reply is None:
@@ -254,7 +245,7 @@ class Layout:
 
     def written(self, key: str) -> Operation[int | None]:
         """The index score of ``key``: one read-only script."""
-        check_key(key)
+        core.check_key(key)
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
         reply = yield _call(WRITTEN, keys, (key.encode("utf-8"),), write=False)
         return None if reply is None else _score_us(reply)
@@ -262,7 +253,7 @@ class Layout:
     def list_records(self, listing: Listing) -> Operation[list[RecordSummary | BrokenRecord]]:
         """A listing: one read-only script per shard for the candidates, then their
         records fetched in chunks of up to 256 keys (one script per shard among them)."""
-        query = check_listing(listing)
+        query = core.check_listing(listing)
         if not query.statuses:
             return []
         before, after = query.written_before_us, query.after_key
@@ -324,7 +315,7 @@ def _parse_record(reply: object) -> Mapping[str, Any]:
     """The record a HGET read (see :func:`~tool_execution_checkpoint.stores.decode_stored`)."""
     if not isinstance(reply, bytes):
         raise unknown_reply()
-    return decode_stored(reply)
+    return core.decode_stored(reply)
 
 
 def _listed(key: str, text: object, written_us: int) -> RecordSummary | BrokenRecord:
@@ -337,7 +328,7 @@ def _listed(key: str, text: object, written_us: int) -> RecordSummary | BrokenRe
         return BrokenRecord.of(key, missing)
     if not isinstance(text, bytes):
         raise unknown_reply()
-    return listing_line(key, text, written_us=written_us)
+    return core.listing_line(key, text, written_us=written_us)
 
 
 def _score_us(score: object) -> int:

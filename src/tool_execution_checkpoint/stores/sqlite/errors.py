@@ -5,13 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..core import (
-    OutcomeUnknownError,
-    StoreConfigurationError,
-    StoreError,
-    StoreNotAppliedError,
-    StoreUnavailableError,
-)
+from .. import core
 
 __all__ = [
     "BUSY",
@@ -33,7 +27,7 @@ _FULL, _CANTOPEN, _NOTADB, _PERM, _AUTH = 13, 14, 26, 3, 23
 _READS = frozenset({"get", "list_records", "written_us"})
 
 
-class SQLiteStoreError(StoreError):
+class SQLiteStoreError(core.StoreError):
     """An SQLite operation failed: the base of the store's errors, each of which is also
     in one category of :class:`~tool_execution_checkpoint.stores.StoreError`. A write
     that raises one that is not :class:`SQLiteOutcomeUnknownError` failed before its
@@ -51,13 +45,13 @@ class SQLiteStoreError(StoreError):
         self.sqlite_errorname = sqlite_errorname
 
 
-class SQLiteNotAppliedError(SQLiteStoreError, StoreNotAppliedError):
+class SQLiteNotAppliedError(SQLiteStoreError, core.StoreNotAppliedError):
     """An operation failed and changed nothing, for a reason neither of configuration
     nor of a lock: a corrupt database, a full disk, an I/O error before the COMMIT, a
     closed store, or another SQLite failure. The message names it and what to do."""
 
 
-class SQLiteConfigurationError(SQLiteStoreError, StoreConfigurationError):
+class SQLiteConfigurationError(SQLiteStoreError, core.StoreConfigurationError):
     """The database cannot be used as configured: a path that names no usable file (or
     holds a NUL character), a directory that does not exist, a file that is not an SQLite
     database, a file this process may not write, a schema version this library does not
@@ -66,13 +60,13 @@ class SQLiteConfigurationError(SQLiteStoreError, StoreConfigurationError):
     INVALID_ARGUMENT instead (see :func:`~.paths.url_location`)."""
 
 
-class SQLiteBusyError(SQLiteStoreError, StoreUnavailableError):
+class SQLiteBusyError(SQLiteStoreError, core.StoreUnavailableError):
     """The database stayed locked for the whole busy timeout: another connection or
     process held its write lock. The operation was not applied; retry it later, or raise
     ``busy_timeout``."""
 
 
-class SQLiteOutcomeUnknownError(SQLiteStoreError, OutcomeUnknownError):
+class SQLiteOutcomeUnknownError(SQLiteStoreError, core.OutcomeUnknownError):
     """The COMMIT of a write failed and SQLite ended the transaction: the write may or
     may not be durable. Read the record back and decide again.
 

@@ -14,18 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
 from ...records import Checkpoint
-from ..core import (
-    BrokenRecord,
-    EncodedRecord,
-    Listing,
-    RecordSummary,
-    check_key,
-    check_listing,
-    decode_stored,
-    encode_create,
-    encode_swap,
-    listing_line,
-)
+from .. import core
+from ..core import BrokenRecord, EncodedRecord, Listing, RecordSummary
 from .connection import connect, patiently, roll_back
 from .errors import (
     SQLiteConfigurationError,
@@ -194,7 +184,7 @@ class SQLiteStore:
     def create_if_absent(self, key: str, record: Checkpoint) -> bool:
         """Insert ``record`` under ``key`` if nothing is stored there; return whether it
         inserted. One ``INSERT ... ON CONFLICT(key) DO NOTHING``; never overwrites."""
-        parameters = (key, *_columns(encode_create(key, record)))
+        parameters = (key, *_columns(core.encode_create(key, record)))
         return self._write("create_if_absent", INSERT, parameters)
 
     def compare_and_swap(
@@ -205,7 +195,7 @@ class SQLiteStore:
         ``UPDATE ... WHERE key = ? AND revision = ?``, committed durably whatever
         ``durable`` says (it is accepted and ignored)."""
         del durable
-        columns = _columns(encode_swap(key, expected_revision, record))
+        columns = _columns(core.encode_swap(key, expected_revision, record))
         return self._write("compare_and_swap", UPDATE, (*columns, key, expected_revision))
 
     def get(self, key: str) -> Mapping[str, Any] | None:
@@ -218,11 +208,11 @@ class SQLiteStore:
         not an object, a record that does not validate): see
         :func:`~tool_execution_checkpoint.stores.decode_stored`. The row was written by
         something else than this store; the error names no value."""
-        check_key(key)
+        core.check_key(key)
         row = self._row("get", SELECT, key)
         if row is None:
             return None
-        return decode_stored(stored_bytes(row[0]))
+        return core.decode_stored(stored_bytes(row[0]))
 
     def clock_us(self) -> int:
         """The time now on the host's clock, in microseconds since the epoch."""
@@ -232,7 +222,7 @@ class SQLiteStore:
         """The ``updatedAt`` of the record under ``key`` in microseconds (its indexed
         column, or its record's when that is not an integer); None when no row is there
         or neither reads."""
-        check_key(key)
+        core.check_key(key)
         row = self._row("written_us", SELECT_WRITTEN, key)
         if row is None or type(row[0]) is int:
             return None if row is None else int(row[0])
@@ -254,7 +244,7 @@ class SQLiteStore:
 
         Raises CheckpointError INVALID_ARGUMENT for a ``listing`` that is not a
         :class:`~tool_execution_checkpoint.stores.Listing`."""
-        listing = check_listing(listing)
+        listing = core.check_listing(listing)
         wanted = sorted(status.value for status in listing.statuses)
         before, after, limit = listing.written_before_us, listing.after_key, listing.limit
         if not wanted:  # the Listing bounded the rest to what SQLite's integers hold
@@ -303,7 +293,7 @@ class SQLiteStore:
             if row is None:
                 return None
             record = row[0]
-        return listing_line(key, stored_bytes(record))
+        return core.listing_line(key, stored_bytes(record))
 
     def close(self) -> None:
         """Close the connection. Idempotent; operations afterwards raise
