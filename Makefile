@@ -63,6 +63,10 @@ proofs: $(STAMP)
 		--json proofs/results-explore-3.json
 	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 2 --depth 12 --racing \
 		--json proofs/results-explore-racing.json
+	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --hand-back --workers 2 --depth 14 \
+		--json proofs/results-explore-hand-back-2.json
+	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --hand-back --workers 3 --depth 10 \
+		--json proofs/results-explore-hand-back-3.json
 	$(BIN)/python proofs/crosshair_check.py --timeout 60 --json proofs/results-crosshair.json
 	$(BIN)/pytest -q -p no:cacheprovider --hypothesis-profile=crosshair tests/test_validation.py \
 		-k "$(CROSSHAIR_BACKEND_TESTS)"

@@ -3,7 +3,9 @@
 An explicit-state search (plain Python, breadth first, with a visited set) over one
 checkpoint shared by W workers. Each worker runs the runner's own step machine,
 :class:`~tool_execution_checkpoint.runner.HostProtocol` (what ``run_once`` drives), one
-request per move, so the search covers the code users call, not a model of it. From every
+request per move, so the search covers the code users call, not a model of it: the host
+that sends its result (three writes a call), or, with ``--hand-back``, the host whose
+delivery is the hand-back (the guard's two writes, the second the hand-back step). From every
 state it tries every worker's next request answered every way (a write lands, fails
 before landing, or lands with its reply lost; a read succeeds or fails; the tool returns,
 raises a handler error, reports its outcome unknown, or stops before it acts (its claim
@@ -22,9 +24,9 @@ record validates; a finished call reports the truth), and that only the fence ho
 finishes a claim: every fenced transition the table allows from the stored status
 refuses a foreign id with FENCE_CONFLICT.
 
-Run ``python proofs/explore.py --workers 2 --depth 14`` (see proofs/README.md for the
-bounds run in CI and the thorough ones). A violation prints the shortest trace that
-reaches it and exits 1.
+Run ``python proofs/explore.py --workers 2 --depth 14`` (add ``--hand-back`` for the
+guard's host; see proofs/README.md for the bounds run in CI and the thorough ones). A
+violation prints the shortest trace that reaches it and exits 1.
 """
 
 from __future__ import annotations
@@ -131,6 +133,11 @@ after a pause, on a clock that does not move (the machine's own count ends them,
 stay finite)."""
 
 PROTOCOL = HostProtocol(BINDING, **OPTIONS)
+"""The host that sends its result: what ``run_once`` drives with a real ``deliver``."""
+
+HAND_BACK = HostProtocol(BINDING, hands_back=True, **OPTIONS)
+"""The host whose delivery is the hand-back: what the guard drives (``run_once`` with
+``hand_back``), storing its result delivered in one swap (complete_and_deliver)."""
 
 
 def _write(state: State, transition: tec.Transition, how: Write) -> tuple[State, bool]:
@@ -405,10 +412,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--racing", action="store_true", help="let the operator act on live workers' claims"
     )
+    parser.add_argument(
+        "--hand-back", action="store_true", help="explore the host that hands back (the guard)"
+    )
     args = parser.parse_args(argv)
-    report = explore(args.workers, args.depth, racing=args.racing)
+    protocol = HAND_BACK if args.hand_back else PROTOCOL
+    report = explore(args.workers, args.depth, protocol, racing=args.racing)
+    host = "hand-back" if args.hand_back else "sending"
     print(
-        f"workers={report.workers} depth={report.depth} states={report.states}"
+        f"host={host} workers={report.workers} depth={report.depth} states={report.states}"
         f" moves={report.transitions} seconds={report.seconds:.1f}"
     )
     if args.json:

@@ -17,6 +17,7 @@ from typing import Any, TypedDict, cast
 import pydantic
 import pytest
 
+from counting_store import CountingStore, Write
 from test_store import AsyncMemoryStore
 from tool_execution_checkpoint import (
     AsyncSQLiteStore,
@@ -37,6 +38,10 @@ from tool_execution_checkpoint import (
     ToolRaisedEarlier,
     checkpoint_key,
     checkpointed,
+    claim_delivery,
+    complete_delivery,
+    complete_execution,
+    create_claimed,
     current_call_id,
     prune_result,
     result_codec,
@@ -45,6 +50,7 @@ from tool_execution_checkpoint import (
 )
 from tool_execution_checkpoint.guard_base import Live
 from tool_execution_checkpoint.guard_calls import run_tool
+from tool_execution_checkpoint.stores.threaded import ThreadedStore
 from tool_execution_checkpoint.testing.conformance import leaks
 
 SECRET = "SECRET-a1b2c3"
@@ -453,30 +459,109 @@ def test_a_pass_through_exception_is_re_raised_and_leaves_the_call_uncertain() -
     assert caught.value.reason == "passed through: Retry"
 
 
-class LosesTheDeliveredMark(MemoryStore):
-    """Applies every write but the last one of a call, the delivered mark."""
-
-    def compare_and_swap(
-        self, key: str, expected_revision: int, record: Checkpoint, *, durable: bool = True
-    ) -> bool:
-        if record.status is Status.DELIVERED:
-            raise StoreError("injected: the host died before the delivered mark")
-        return super().compare_and_swap(key, expected_revision, record, durable=durable)
+AT = "2026-12-03T00:00:00Z"
 
 
-def test_a_stored_result_is_handed_back_whatever_phase_the_record_is_stuck_in() -> None:
-    store, outbox = LosesTheDeliveredMark(), Outbox()
-
+def _guarded_send(store: MemoryStore, outbox: Outbox) -> Any:
     @checkpointed(store)
     def send_email(to: str) -> Receipt:
         return outbox.send(to, "hi")
 
+    return send_email
+
+
+def _left_in(status: Status, stored: Checkpoint) -> MemoryStore:
+    """A store holding ``stored``'s call, with its payload, left in ``status`` by a host
+    that stores, claims and delivers in separate writes (or by an operator)."""
+    assert stored.execution is not None
+    assert stored.result is not None
+    attempt, payload = stored.execution.attempt_id, stored.result.payload
+    steps: list[Any] = [
+        lambda r: complete_execution(r, attempt_id=attempt, at=AT, result=payload),
+        lambda r: claim_delivery(r, delivery_id="d", at=AT),
+        lambda r: complete_delivery(r, delivery_id="d", at=AT),
+    ]
+    store = MemoryStore()
+    key = checkpoint_key(stored.binding)
+    record = create_claimed(stored.binding, attempt_id=attempt, at=AT).next
+    assert store.create_if_absent(key, record)
+    for step in steps:
+        if record.status is status:
+            break
+        made = step(record)
+        assert store.compare_and_swap(key, made.expected_revision, made.next)
+        record = made.next
+    assert record.status is status
+    return store
+
+
+@pytest.mark.parametrize("status", [Status.COMPLETED, Status.DELIVERING, Status.DELIVERED])
+def test_a_stored_result_is_handed_back_whatever_phase_the_record_is_in(status: Status) -> None:
+    """A crash right after the guard's second write leaves delivered; an operator's
+    completion leaves completed; a host that sends leaves delivering when it dies
+    mid-send. Each is answered from the stored payload, and the tool never runs again."""
+    store, outbox = MemoryStore(), Outbox()
     with tool_call("toolu_1"):
-        first = send_email("ada@example.com")
-        (key,) = store.keys()
-        assert (store.get(key) or {})["status"] == "delivering"
-        assert send_email("ada@example.com") == first
+        first = _guarded_send(store, outbox)("ada@example.com")
+    (key,) = store.keys()
+    stored = Checkpoint.from_dict(store.get(key) or {})
+    assert stored.status is Status.DELIVERED  # the guard's second write records it
+    left = _left_in(status, stored)
+    with tool_call("toolu_1"):
+        assert _guarded_send(left, outbox)("ada@example.com") == first
     assert len(outbox.sent) == 1
+    after = Checkpoint.from_dict(left.get(key) or {})
+    assert after.status is (Status.DELIVERING if status is Status.DELIVERING else Status.DELIVERED)
+    assert after.result is not None
+    assert stored.result is not None
+    assert after.result.payload_json == stored.result.payload_json
+
+
+def test_a_sync_guarded_call_makes_two_writes() -> None:
+    """A create of the record claimed, then one swap that stores the result delivered,
+    both durable; a replay's create finds the record, and it swaps nothing."""
+    store = CountingStore()
+
+    @checkpointed(store)
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with tool_call("toolu_1"):
+        assert add(1, 2) == 3
+    assert store.writes == [
+        Write("create", Status.EXECUTING, True),
+        Write("swap", Status.DELIVERED, True),
+    ]
+    (key,) = store.keys()
+    stored = store.get(key)
+    with tool_call("toolu_1"):
+        assert add(1, 2) == 3
+    assert store.writes[2:] == [Write("create", Status.EXECUTING, True)]
+    assert store.get(key) == stored
+
+
+def test_an_async_guarded_call_makes_two_writes() -> None:
+    counting = CountingStore()
+    store = ThreadedStore(counting)
+
+    @checkpointed(store)
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def calls() -> list[int]:
+        answers = []
+        for _ in range(2):
+            with tool_call("toolu_1"):
+                answers.append(await add(1, 2))
+        await store.aclose()
+        return answers
+
+    assert asyncio.run(calls()) == [3, 3]
+    assert counting.writes == [
+        Write("create", Status.EXECUTING, True),
+        Write("swap", Status.DELIVERED, True),
+        Write("create", Status.EXECUTING, True),  # the replay's, which finds the record
+    ]
 
 
 def test_a_pruned_result_is_not_answered() -> None:

@@ -29,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "proofs"))
 
 from crosshair_check import Verdict, check, classify  # noqa: E402
-from explore import BINDING, OPTIONS, explore  # noqa: E402
+from explore import BINDING, HAND_BACK, OPTIONS, explore  # noqa: E402
+
+from tool_execution_checkpoint.runner import HostProtocol  # noqa: E402
 
 ENGINE = "transitions/engine.py"
 STEPS = "transitions/steps.py"
@@ -122,7 +124,11 @@ EXPLORER_CATCHES = {
     "a completed record without its result": "INVALID_CHECKPOINT",
     "a delivery claimed with its result dropped": "INVALID_CHECKPOINT",
     "a hand-back step that skips the fence": "complete_and_deliver let a foreign id finish",
+    "a hand-back step that lands without storing the payload": "INVALID_CHECKPOINT",
 }
+
+HAND_BACK_MUTANTS = frozenset({"a hand-back step that lands without storing the payload"})
+"""The mutants only the host that hands back reaches (the explorer runs it for them)."""
 
 CROSSHAIR_CATCHES = {
     "a foreign id finishes a claim": "properties.foreign_ids_never_finish_a_claim",
@@ -162,11 +168,17 @@ def mutant(tmp_path: Path, invariant: str) -> Path:
     return tmp_path / "src"
 
 
+@pytest.mark.parametrize("host", ["sending", "hand-back"])
 @pytest.mark.parametrize(("workers", "depth", "at_least"), [(2, 11, 60_000), (3, 8, 30_000)])
 def test_the_explorer_finds_nothing_in_the_core_at_its_fast_bound(
-    workers: int, depth: int, at_least: int
+    workers: int, depth: int, at_least: int, host: str
 ) -> None:
-    report = explore(workers=workers, depth=depth)
+    """Both hosts: the one that sends its result, and the one whose delivery is the
+    hand-back (the guard's two writes)."""
+    if host == "sending":
+        report = explore(workers=workers, depth=depth)
+    else:
+        report = explore(workers=workers, depth=depth, protocol=HAND_BACK)
     assert report.violation is None, report.trace
     assert report.states > at_least
 
@@ -179,8 +191,10 @@ def test_the_explorer_catches_a_broken_invariant(invariant: str, tmp_path: Path)
         "PYTHONPATH": str(source),
         "TOOL_CHECKPOINT_CONTRACTS": "0",  # the explorer must find it on its own
     }
+    explorer = [sys.executable, str(ROOT / "proofs" / "explore.py"), "--workers", "2"]
+    host = ["--hand-back"] if invariant in HAND_BACK_MUTANTS else []
     run = subprocess.run(
-        [sys.executable, str(ROOT / "proofs" / "explore.py"), "--workers", "2", "--depth", "11"],
+        [*explorer, "--depth", "11", *host],
         capture_output=True,
         text=True,
         env=environment,
@@ -212,23 +226,40 @@ BROKEN_HOSTS = {
 }
 
 
-@pytest.mark.parametrize("bug", sorted(BROKEN_HOSTS))
-def test_the_explorer_catches_a_seeded_runner_bug(bug: str) -> None:
+SEEDED = [
+    pytest.param(bug, hands_back, id=f"{bug}-{'hand-back' if hands_back else 'sending'}")
+    for bug in sorted(BROKEN_HOSTS)
+    for hands_back in (False, True)
+    # A host that hands back sends only a record it finds completed (an operator's), and
+    # two sends are past the fast bound: the sending host shows this bug.
+    if not (hands_back and bug == "releasing a delivery of unknown outcome")
+]
+
+
+@pytest.mark.parametrize(("bug", "hands_back"), SEEDED)
+def test_the_explorer_catches_a_seeded_runner_bug(bug: str, hands_back: bool) -> None:
     host, message = BROKEN_HOSTS[bug]
-    report = explore(workers=2, depth=11, protocol=host(BINDING, **OPTIONS))
+    protocol = host(BINDING, hands_back=hands_back, **OPTIONS)
+    assert protocol.hands_back is hands_back
+    report = explore(workers=2, depth=11, protocol=protocol)
     assert report.violation is not None
     assert message in report.violation
     assert report.trace[1].startswith("w0 creates executing@1")
 
 
-def test_the_explorer_finds_one_answer_per_call_with_operators_racing_live_workers() -> None:
-    report = explore(workers=2, depth=9, racing=True)
+@pytest.mark.parametrize("hands_back", [False, True], ids=["sending", "hand-back"])
+def test_the_explorer_finds_one_answer_per_call_with_operators_racing_live_workers(
+    hands_back: bool,
+) -> None:
+    protocol = HostProtocol(BINDING, hands_back=hands_back, **OPTIONS)
+    report = explore(workers=2, depth=9, protocol=protocol, racing=True)
     assert report.violation is None, report.trace
     assert report.states > 100_000
 
 
-def test_the_racing_explorer_catches_a_call_with_two_answers() -> None:
-    host = SendsItsOwnOvertakenResult(BINDING, **OPTIONS)
+@pytest.mark.parametrize("hands_back", [False, True], ids=["sending", "hand-back"])
+def test_the_racing_explorer_catches_a_call_with_two_answers(hands_back: bool) -> None:
+    host = SendsItsOwnOvertakenResult(BINDING, hands_back=hands_back, **OPTIONS)
     assert explore(workers=2, depth=9, protocol=host).violation is None  # operators wait
     report = explore(workers=2, depth=9, protocol=host, racing=True)
     assert report.violation is not None

@@ -55,6 +55,7 @@ from tool_execution_checkpoint.runner import (
     Swap,
     ToolDidNotRun,
     ToolOutcomeUnknown,
+    hand_back,
     held_retries,
     pause_before,
     run_once,
@@ -912,3 +913,94 @@ def test_each_write_tells_the_store_the_durability_the_table_declares_for_its_st
         Write("swap", Status.DELIVERED, TABLE.transitions["complete_delivery"].durable),
     ]
     assert [write.durable for write in store.writes] == [True, True, False]
+
+
+HANDS_BACK = HostProtocol(BINDING, write_budget=0, hands_back=True)
+
+
+def test_every_state_of_a_host_that_hands_back_keeps_the_invariants_under_faults() -> None:
+    outcomes = set()
+    for tool, replies in itertools.product(TOOL_ANSWERS, faults_of_one_call()):
+        script = Script(replies=replies, tool=constant(tool))
+        outcomes.add(script.run(HANDS_BACK).status)
+        assert "D" not in script.kinds  # nothing is sent: the result is stored delivered
+        outcomes.add(Script(store=script.store).run(HANDS_BACK, token=OTHER).status)
+    for replies in pairs_of_faults():
+        outcomes.add(Script(replies=replies).run(HANDS_BACK).status)
+    assert {
+        RunStatus.EXECUTED_AND_DELIVERED,
+        RunStatus.STORE_UNAVAILABLE,
+        RunStatus.NEEDS_EXECUTION_RECONCILIATION,
+        RunStatus.RELEASED,
+        RunStatus.ALREADY_DELIVERED,
+    } <= outcomes
+
+
+def test_a_host_that_hands_back_stores_its_result_delivered_in_one_swap() -> None:
+    script = Script()
+    outcome = script.run(HANDS_BACK)
+    assert script.kinds == "CTS"
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.record is not None
+    assert outcome.record.status is Status.DELIVERED
+    assert outcome.payload == {"messageId": "m-1"}
+    [swap] = [request for request in script.requests if isinstance(request, Swap)]
+    assert swap.transition.action is Action.HAND_BACK
+    assert swap.durable is True
+    assert script.store.get(KEY) == outcome.record.to_dict()
+    again = Script(store=script.store)
+    replay = again.run(HANDS_BACK, token=OTHER)
+    assert (again.kinds, replay.status, replay.payload) == (
+        "CG",
+        RunStatus.ALREADY_DELIVERED,
+        {"messageId": "m-1"},
+    )
+
+
+def test_a_host_that_hands_back_claims_and_marks_a_completed_record_it_finds() -> None:
+    """An operator's completion is handed back through the separate delivery claim and
+    mark: the hand-back step only stores a result."""
+    script = Script(store=completed_by_other())
+    outcome = script.run(HANDS_BACK)
+    assert script.kinds == "CGSDS"
+    assert outcome.status is RunStatus.DELIVERED_STORED_RESULT
+    assert outcome.payload == {"by": "other"}
+
+
+def test_a_host_that_hands_back_settles_a_found_effect_in_one_swap() -> None:
+    store = MemoryStore()
+    theirs = create_claimed(BINDING, attempt_id=f"{OTHER}.1", at=AT).next
+    assert store.create_if_absent(KEY, theirs)
+    protocol = HostProtocol(BINDING, write_budget=0, hands_back=True, reconciles=True)
+    request: Any
+    request, state = protocol.start(TOKEN)
+    answers = iter([False, store.get(KEY), Found({"found": 1})])
+    while isinstance(request, Create | Get | Reconcile):
+        request, state = protocol.step(state, next(answers))
+    assert isinstance(request, Swap)
+    assert request.transition.action is Action.HAND_BACK
+    assert store.compare_and_swap(
+        KEY, request.transition.expected_revision, request.transition.next
+    )
+    outcome, _ = protocol.step(state, True)
+    assert isinstance(outcome, RunOutcome)
+    assert (outcome.status, outcome.reason) == (
+        RunStatus.DELIVERED_STORED_RESULT,
+        "reconciled: found",
+    )
+    assert outcome.payload == {"found": 1}
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_run_once_hands_back_in_two_writes_given_hand_back(driver: str) -> None:
+    store = CountingStore()
+    if driver == "sync":
+        outcome = run_once(store, BINDING, lambda: {"ok": 1}, hand_back)
+    else:
+        outcome = asyncio.run(run_once_async(store, BINDING, lambda: {"ok": 1}, hand_back))
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.payload == {"ok": 1}
+    assert store.writes == [
+        Write("create", Status.EXECUTING, True),
+        Write("swap", Status.DELIVERED, True),
+    ]

@@ -41,6 +41,7 @@ from .runner import (
     ToolDidNotRun,
     ToolOutcomeUnknown,
     default_error_payload,
+    hand_back,
     run_once,
     run_once_async,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "decode_stored",
     "default_error_payload",
     "fingerprint",
+    "hand_back",
     "mark_execution_uncertain",
     "open_store",
     "prune_result",

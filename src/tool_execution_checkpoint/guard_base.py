@@ -105,10 +105,6 @@ def _error_envelope(error: Exception) -> JSONValue:
     return {_RAISED: {"type": type(error).__name__}}
 
 
-def hand_back(payload: JSONValue) -> None:
-    """The framework delivers: the hand-back itself is the return from the guard."""
-
-
 def sync_store(store: CheckpointStore | AsyncCheckpointStore) -> CheckpointStore:
     """``store``, which a sync call can use.
 

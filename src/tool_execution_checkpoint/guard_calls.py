@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from .codecs import ResultCodec
-from .guard_base import GuardBase, Live, Tool, hand_back, holding, sync_store
+from .guard_base import GuardBase, Live, Tool, holding, sync_store
 from .identity import claim_identity, running_call
-from .runner import ToolOutcomeUnknown, run_once
+from .runner import ToolOutcomeUnknown, hand_back, run_once
 from .validation import JSONValue
 
 T = TypeVar("T")

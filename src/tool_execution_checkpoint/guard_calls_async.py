@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from .codecs import ResultCodec
-from .guard_base import AsyncTool, GuardBase, Live, hand_back, holding, sync_store
+from .guard_base import AsyncTool, GuardBase, Live, holding, sync_store
 from .identity import claim_identity, running_call
-from .runner import ToolOutcomeUnknown, run_once_async
+from .runner import ToolOutcomeUnknown, hand_back, run_once_async
 from .validation import JSONValue
 
 if True:  # ASYNC

@@ -95,9 +95,8 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         " reload and decide. Nothing is ever done on a CAS that did not confirm success.\n",
         "### When the framework delivers\n",
         f"{table.hand_back}\n",
-        "Such a host makes two durable writes per call: `create_claimed`, then, in step 2,"
-        " the hand-back step `complete_and_deliver`, which stores the result and records it"
-        " delivered in one CAS; it hands the stored payload back only if that CAS won."
+        "So such a host makes two durable writes per call: `create_claimed` and, in step 2,"
+        " `complete_and_deliver`; it hands the stored payload back only if that CAS won."
         " The composed steps below say what a crash after each write leaves.\n",
         "## Statuses\n",
         "`decide_checkpoint` answers the status's action. *Must hold* and *must be null*"

@@ -21,6 +21,9 @@ the machine and its drivers. What the tool's and the delivery's exceptions do:
   happened: ``deliver`` raised one of ``not_sent`` (by default :class:`DeliveryNotSent`
   and ``ConnectionRefusedError``). Any other exception leaves the record delivering and
   the call answers ``needs-delivery-reconciliation``.
+- Where the framework delivers what the call returns, pass :func:`hand_back` as
+  ``deliver``: the result is stored and recorded delivered in one write (two writes a
+  call), and the outcome carries the stored payload to return.
 """
 
 from . import drive, drive_async, machine, policy, state, vocabulary

@@ -20,6 +20,7 @@ from .vocabulary import (
     RunTool,
     Sleep,
     StoreFault,
+    hand_back,
 )
 
 __all__ = [
@@ -133,7 +134,9 @@ async def run_once_async(
         tool: Called with no arguments, at most once.
         deliver: Called with the stored payload. Raising one of ``not_sent`` releases the
             claim for a later resend; any other exception leaves the delivery to
-            reconcile.
+            reconcile. :func:`~.vocabulary.hand_back` where the framework delivers the
+            result the call returns: the result is then recorded delivered in the write
+            that stores it, and handed back in the outcome.
         key: The store key (default: :func:`~.stores.core.checkpoint_key` of the binding).
         policy: The call's options as one :class:`CallPolicy` (default: one built from
             ``options``).
@@ -161,7 +164,7 @@ async def run_once_async(
     else:
         refuse_async(store, tool, deliver, policy.reconcile)
         used = store
-    call = Call.start(HostProtocol(binding, policy), key)
+    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key)
     try:
         await _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:

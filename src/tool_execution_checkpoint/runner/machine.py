@@ -14,6 +14,7 @@ from ..transitions import (
     claim_delivery,
     claim_execution,
     complete_and_claim_delivery,
+    complete_and_deliver,
     complete_delivery,
     create_claimed,
     decide_checkpoint,
@@ -82,6 +83,11 @@ class HostProtocol:
         reconciles: Whether a call that finds an execution claim it does not hold asks
             the host's reconcile hook (a Reconcile request) before it answers
             needs-execution-reconciliation (default: whether the policy has a hook).
+        hands_back: Whether the host's delivery is the hand-back (its driver was given
+            :func:`~.vocabulary.hand_back` as ``deliver``): a result is stored and recorded
+            delivered in one swap, ``complete_and_deliver``, and the outcome carries the
+            stored payload to hand back; nothing is sent. A record found completed is
+            still claimed, handed back (a Deliver request) and marked delivered.
 
     Raises:
         CheckpointError: INVALID_ARGUMENT on the field ``binding`` for a binding that is
@@ -91,6 +97,7 @@ class HostProtocol:
     binding: Binding
     policy: CallPolicy
     reconciles: bool
+    hands_back: bool
 
     def __init__(
         self,
@@ -98,6 +105,7 @@ class HostProtocol:
         policy: CallPolicy | None = None,
         *,
         reconciles: bool | None = None,
+        hands_back: bool = False,
         **options: Unpack[PolicyOptions],
     ) -> None:
         if not isinstance(binding, Binding):
@@ -108,6 +116,7 @@ class HostProtocol:
         object.__setattr__(self, "binding", binding)
         object.__setattr__(self, "policy", policy)
         object.__setattr__(self, "reconciles", reconciles)
+        object.__setattr__(self, "hands_back", bool(hands_back))
 
     def start(self, token: str) -> tuple[Request, CallState]:
         """The first request of a call whose claim ids start with ``token``. (The phase
@@ -351,13 +360,15 @@ class HostProtocol:
 
     def completion(self, state: CallState, record: Checkpoint, result: object) -> Transition:
         """``record``'s execution completed with ``result`` for its own attempt, and its
-        delivery claimed with this call's next claim id.
+        delivery claimed with this call's next claim id (and recorded delivered, for a
+        host that hands back).
 
         Raises:
             CheckpointError: as :func:`~.transitions.complete_and_claim_delivery`.
         """
         assert record.execution is not None
-        return complete_and_claim_delivery(
+        step = complete_and_deliver if self.hands_back else complete_and_claim_delivery
+        return step(
             record,
             attempt_id=record.execution.attempt_id,
             delivery_id=state.claim_id(),
@@ -483,6 +494,8 @@ class HostProtocol:
 
     def delivery_claimed(self, state: CallState) -> Step:
         assert state.pending is not None
+        if state.pending.action is Action.HAND_BACK:  # delivered in the same write
+            return self.delivered(state)
         record = state.pending.next
         assert record.result is not None
         return Deliver(record.result), state._replace(phase=Phase.SEND, record=record, pending=None)

@@ -239,8 +239,8 @@ claim read back unchanged was lost to nobody, but is decided afresh instead)."""
 
 WRITES: Mapping[Phase, tuple[str, ...]] = {
     Phase.CLAIM: ("claim_execution",),
-    Phase.STORE: ("complete_and_claim_delivery",),
-    Phase.SETTLE: ("complete_and_claim_delivery",),
+    Phase.STORE: ("complete_and_claim_delivery", "complete_and_deliver"),
+    Phase.SETTLE: ("complete_and_claim_delivery", "complete_and_deliver"),
     Phase.MARK: ("mark_execution_uncertain",),
     Phase.GIVE_UP: ("release_execution",),
     Phase.CLAIM_DELIVERY: ("claim_delivery",),

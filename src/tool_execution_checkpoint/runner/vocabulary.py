@@ -42,6 +42,7 @@ __all__ = [
     "ToolDidNotRun",
     "ToolOutcomeUnknown",
     "default_error_payload",
+    "hand_back",
 ]
 
 OVERTAKEN = "overtaken: another result was stored for this call while its tool ran"
@@ -165,6 +166,16 @@ DEFAULT_NOT_SENT: tuple[type[BaseException], ...] = (DeliveryNotSent, Connection
 DEFAULT_NOT_RUN: tuple[type[BaseException], ...] = (ToolDidNotRun,)
 """The exceptions from the tool that mean "stopped before any effect" unless the host
 passes others."""
+
+
+def hand_back(payload: JSONValue) -> None:
+    """The ``deliver`` of a host whose delivery is the hand-back: the framework delivers
+    the result the call returns (spec/README.md, "When the framework delivers"). Given it,
+    :func:`~.drive.run_once` and :func:`~.drive_async.run_once_async` store the result and
+    record it delivered in one write (``complete_and_deliver``), and the outcome carries
+    the stored payload for the host to return. Calling it does nothing: the hand-back is
+    the host's return. Never pass it where the host itself sends the result."""
+    del payload
 
 
 def default_error_payload(error: Exception) -> JSONValue:
