@@ -1129,6 +1129,39 @@ def test_a_store_without_the_store_methods_is_refused() -> None:
     )
 
 
+class PreDurableStore(MemoryStore):
+    """A store written for the contract before compare_and_swap took ``durable``."""
+
+    def compare_and_swap(  # type: ignore[override]
+        self, key: str, expected_revision: int, record: Checkpoint
+    ) -> bool:
+        return super().compare_and_swap(key, expected_revision, record)
+
+
+class KeywordsStore(MemoryStore):
+    """A store whose compare_and_swap takes any keyword: it takes ``durable``."""
+
+    def compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint, **options: bool
+    ) -> bool:
+        return super().compare_and_swap(key, expected_revision, record, **options)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_store_whose_swap_takes_no_durable_is_refused_before_the_tool_runs(
+    driver: str,
+) -> None:
+    store, tool = PreDurableStore(), Tool()
+    with pytest.raises(CheckpointError) as raised:
+        call_driver(driver, store, {"tool": tool})
+    assert (raised.value.code, raised.value.field) == (ErrorCode.INVALID_ARGUMENT, "store")
+    assert "durable" in str(raised.value)
+    assert tool.runs == 0
+    assert list(store.keys()) == []
+    outcome = call_driver(driver, KeywordsStore(), {})
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+
+
 def test_no_wait_takes_any_poll_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     slept = sleeps(monkeypatch)
     outcome = run_once(held_claim(), BINDING, Tool(), Inbox(), wait_seconds=0, poll_seconds=0)

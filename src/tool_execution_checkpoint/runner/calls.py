@@ -3,12 +3,13 @@ the parts a host hands them, and how a store request is sent. Internal to the ru
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import BuiltinFunctionType, FunctionType, MethodType
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, TypeGuard, cast
 
 from ..errors import CheckpointError, ErrorCode
 from ..identity import idempotency_key_of
@@ -208,8 +209,10 @@ _STORE_METHODS = ("create_if_absent", "get", "compare_and_swap")
 
 
 def check_parts(store: object, tool: object, deliver: object) -> None:
-    """Refuse a store without the store methods, or a tool or deliver that cannot be
-    called, before anything is stored."""
+    """Refuse a store without the store methods or whose ``compare_and_swap`` takes no
+    ``durable`` keyword (a store written for the contract before it had one, which would
+    fail only after the tool ran), or a tool or deliver that cannot be called, before
+    anything is stored."""
     for method in _STORE_METHODS:
         if not callable(getattr(store, method, None)):
             raise CheckpointError(
@@ -217,9 +220,40 @@ def check_parts(store: object, tool: object, deliver: object) -> None:
                 "must have create_if_absent, get and compare_and_swap",
                 field="store",
             )
+    swap = cast(Any, store).compare_and_swap
+    if not _takes_durable(getattr(swap, "__func__", swap)):
+        raise CheckpointError(
+            ErrorCode.INVALID_ARGUMENT,
+            "its compare_and_swap must take the keyword durable (the store contract)",
+            field="store",
+        )
     for name, part in (("tool", tool), ("deliver", deliver)):
         if not callable(part):
             raise CheckpointError(ErrorCode.INVALID_ARGUMENT, "must be callable", field=name)
+
+
+def _reads_durable(swap: Callable[..., Any]) -> bool:
+    """Whether ``swap`` (a store's compare_and_swap, its function where it is a method)
+    takes the keyword ``durable``; True where its signature cannot be read."""
+    try:
+        parameters = inspect.signature(swap).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "durable" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )
+
+
+_read_once = functools.lru_cache(maxsize=256)(_reads_durable)
+
+
+def _takes_durable(swap: Callable[..., Any]) -> bool:
+    """:func:`_reads_durable`, read once per function (an unhashable callable each time)."""
+    try:
+        return _read_once(swap)
+    except TypeError:
+        return _reads_durable(swap)
 
 
 _PLAIN_CALLABLES: Final = (MethodType, BuiltinFunctionType)
