@@ -7,19 +7,11 @@ says ``deliver``, never ``execute``. The protocol is the transition table in spe
 package is its pure, I/O-free core.
 """
 
+from . import guard as _guard
 from .codecs import ResultCodec, result_codec
 from .errors import CheckpointError, ErrorCode
 from .fingerprint import arguments_fingerprint, canonical, fingerprint
-from .guard import (
-    CallInFlight,
-    CallNeedsReconciliation,
-    CallNotAnswered,
-    CallResultPruned,
-    CallStoreUnavailable,
-    ToolGuard,
-    ToolRaisedEarlier,
-    checkpointed,
-)
+from .guard import *  # noqa: F403 (the one-line guard and what its calls raise)
 from .identity import (
     CallScope,
     Intent,
@@ -78,21 +70,12 @@ from .transitions import (
     Decision,
     RecordLike,
     Transition,
-    claim_delivery,
-    claim_execution,
-    complete_and_claim_delivery,
-    complete_and_deliver,
-    complete_delivery,
-    complete_execution,
     create_checkpoint,
-    create_claimed,
     decide_checkpoint,
-    mark_execution_uncertain,
-    prune_result,
-    release_delivery,
-    release_execution,
     validate_checkpoint,
 )
+from .transitions import steps as _steps
+from .transitions.steps import *  # noqa: F403 (the transitions and composed steps)
 from .validation import JSONValue
 
 __all__ = [
@@ -103,13 +86,8 @@ __all__ = [
     "AsyncSQLiteStore",
     "Binding",
     "BrokenRecord",
-    "CallInFlight",
-    "CallNeedsReconciliation",
-    "CallNotAnswered",
     "CallPolicy",
-    "CallResultPruned",
     "CallScope",
-    "CallStoreUnavailable",
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
@@ -148,24 +126,14 @@ __all__ = [
     "StoredRecord",
     "StuckCall",
     "ToolDidNotRun",
-    "ToolGuard",
     "ToolOutcomeUnknown",
-    "ToolRaisedEarlier",
     "Transition",
     "Uncertainty",
     "arguments_fingerprint",
     "call_scope",
     "canonical",
     "checkpoint_key",
-    "checkpointed",
-    "claim_delivery",
-    "claim_execution",
-    "complete_and_claim_delivery",
-    "complete_and_deliver",
-    "complete_delivery",
-    "complete_execution",
     "create_checkpoint",
-    "create_claimed",
     "current_call_id",
     "current_idempotency_key",
     "decide_checkpoint",
@@ -173,17 +141,16 @@ __all__ = [
     "default_error_payload",
     "fingerprint",
     "hand_back",
-    "mark_execution_uncertain",
     "open_store",
-    "prune_result",
     "register_store",
-    "release_delivery",
-    "release_execution",
     "result_codec",
     "run_once",
     "run_once_async",
     "tool_call",
     "validate_checkpoint",
 ]
+
+__all__ += _guard.__all__
+__all__ += _steps.__all__
 
 __version__ = "0.1.0"

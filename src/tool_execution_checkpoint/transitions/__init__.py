@@ -27,6 +27,7 @@ the mutation run exercise with them on, and they cost a production call more tha
 rest of the core does.
 """
 
+from . import steps
 from .engine import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     Decision,
@@ -38,19 +39,7 @@ from .engine import (
     validate_checkpoint,
 )
 from .postconditions import CONTRACTS_ENABLED
-from .steps import (
-    claim_delivery,
-    claim_execution,
-    complete_and_claim_delivery,
-    complete_and_deliver,
-    complete_delivery,
-    complete_execution,
-    create_claimed,
-    mark_execution_uncertain,
-    prune_result,
-    release_delivery,
-    release_execution,
-)
+from .steps import *  # noqa: F403 (the transitions and composed steps: steps.__all__)
 
 __all__ = [
     "CONTRACTS_ENABLED",
@@ -59,18 +48,8 @@ __all__ = [
     "RecordLike",
     "Timestamp",
     "Transition",
-    "claim_delivery",
-    "claim_execution",
-    "complete_and_claim_delivery",
-    "complete_and_deliver",
-    "complete_delivery",
-    "complete_execution",
     "create_checkpoint",
-    "create_claimed",
     "decide_checkpoint",
-    "mark_execution_uncertain",
-    "prune_result",
-    "release_delivery",
-    "release_execution",
     "validate_checkpoint",
 ]
+__all__ += steps.__all__
