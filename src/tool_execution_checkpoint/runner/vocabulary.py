@@ -18,6 +18,7 @@ __all__ = [
     "CONFIRMED_NOT_SENT",
     "DEFAULT_NOT_RUN",
     "DEFAULT_NOT_SENT",
+    "MARK_POSTED",
     "OVERTAKEN",
     "VANISHED",
     "AsyncReconcileHook",
@@ -27,6 +28,7 @@ __all__ = [
     "Found",
     "Get",
     "NotThere",
+    "Posted",
     "Raised",
     "Reconcile",
     "ReconcileHook",
@@ -53,6 +55,12 @@ VANISHED = "the record vanished after the tool ran"
 """The reason of a call whose record the store lost (a failover to a replica that never had
 it) after its tool ran: it is created again, claimed by the same attempt, and the result
 stored over it; this is the reason when that could not be done."""
+
+MARK_POSTED = "the delivered mark was sent without waiting for the store's answer"
+"""The reason of a delivered call whose last write, the non-durable delivered mark, its
+store sent without waiting for an answer (:meth:`~.stores.core.PostingStore.post_compare_and_swap`):
+the outcome's record is the delivering one this call knows landed. A mark that is lost
+leaves the record delivering, whose recovery answer is reconcile-delivery."""
 
 CONFIRMED_NOT_SENT = "an operator confirmed this delivery, but its send was refused"
 """The reason of a call whose refused send an operator had already confirmed: the record
@@ -204,7 +212,8 @@ class Get:
 class Swap:
     """Compare-and-swap ``transition``, telling the store whether it is ``durable`` (as
     the table declares the step it writes: a store may acknowledge a non-durable swap
-    before it is flushed). Answer: True, False or StoreFault."""
+    before it is flushed, and a driver may send one without waiting for its answer).
+    Answer: True, False, StoreFault, or Posted for a non-durable swap sent unanswered."""
 
     transition: Transition
     durable: bool
@@ -243,6 +252,12 @@ Request: TypeAlias = Create | Get | Swap | RunTool | Deliver | Sleep | Reconcile
 @dataclass(frozen=True, slots=True)
 class StoreFault:
     """The store raised StoreError: a write may or may not have been applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A non-durable swap was sent without waiting for the store's answer: it may land
+    later or be lost, as a store crash may lose an acknowledged non-durable write."""
 
 
 @dataclass(frozen=True, slots=True)
