@@ -52,6 +52,7 @@ from tool_execution_checkpoint.runner import (
     Get,
     HostProtocol,
     NotThere,
+    Posted,
     Raised,
     Reconcile,
     Request,
@@ -181,6 +182,10 @@ def _answers(state: State, index: int, me: Worker) -> Iterator[tuple[str, State,
             after, landed = _write(state, transition, how)
             answer = landed if how is Write.LANDS else StoreFault()
             yield f"{name} {what} ({how.value})", after, answer
+        if isinstance(request, Swap) and not request.durable:  # sent unanswered
+            after, _ = _write(state, transition, Write.LANDS)
+            yield f"{name} {what} (posted, lands)", after, Posted()
+            yield f"{name} {what} (posted, lost)", state, Posted()
     elif isinstance(request, Get):
         stored = state.stored
         yield f"{name} reads", state, None if stored is None else stored.to_dict()
@@ -247,7 +252,7 @@ def _worker_moves(state: State, index: int, protocol: HostProtocol) -> Moves:
         assert me.call is not None
         following, call = protocol.step(me.call, answer)
         if isinstance(following, RunOutcome):
-            check_outcome(after, call, following)
+            check_outcome(after, call, following, after.stored)
             worker = Worker(calls=me.calls)
             yield f"{label}; {following.status.value}", _set(after, index, worker)
             continue

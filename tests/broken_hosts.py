@@ -35,6 +35,14 @@ class ActsOnLostClaims(HostProtocol):
         return self.delivery_claimed(state)
 
 
+class TrustsPostedMarks(HostProtocol):
+    """Takes a delivered mark sent unanswered for one known to have landed, and reports
+    the delivered record it may never have become."""
+
+    def mark_posted(self, state: CallState) -> Step:
+        return self.delivered(state)
+
+
 class RerunsOnReconcile(HostProtocol):
     """A naive host that sees an executing record as unanswered and runs the tool again,
     completing under the stored attempt id."""

@@ -23,6 +23,7 @@ from broken_hosts import (
     RerunsOnReconcile,
     RerunsUnlessFound,
     SendsItsOwnOvertakenResult,
+    TrustsPostedMarks,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,6 +224,10 @@ BROKEN_HOSTS = {
         "reported its own claim as another worker's",
     ),
     "rerunning when the reconcile hook cannot tell": (RerunsUnlessFound, "the tool ran 2 times"),
+    "trusting a delivered mark sent unanswered": (
+        TrustsPostedMarks,
+        "reported a record the store never held",
+    ),
 }
 
 
@@ -231,8 +236,13 @@ SEEDED = [
     for bug in sorted(BROKEN_HOSTS)
     for hands_back in (False, True)
     # A host that hands back sends only a record it finds completed (an operator's), and
-    # two sends are past the fast bound: the sending host shows this bug.
-    if not (hands_back and bug == "releasing a delivery of unknown outcome")
+    # two sends, or a send and its mark, are past the fast bound: the sending host shows
+    # these bugs.
+    if not (
+        hands_back
+        and bug
+        in ("releasing a delivery of unknown outcome", "trusting a delivered mark sent unanswered")
+    )
 ]
 
 

@@ -343,4 +343,18 @@ def store_operation(
         return store.get(key)
     assert isinstance(request, Swap)
     step = request.transition
+    if posts(store, request):
+        post = store.post_compare_and_swap  # type: ignore[union-attr]
+        return post(key, step.expected_revision, step.next)
     return store.compare_and_swap(key, step.expected_revision, step.next, durable=request.durable)
+
+
+def posts(store: object, request: Request) -> bool:
+    """Whether ``request`` is a non-durable swap that ``store`` can send without waiting
+    for its answer (:class:`~.stores.core.PostingStore`): its answer, None, is
+    :class:`~.vocabulary.Posted` then."""
+    return (
+        isinstance(request, Swap)
+        and not request.durable
+        and callable(getattr(store, "post_compare_and_swap", None))
+    )

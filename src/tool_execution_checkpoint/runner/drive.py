@@ -12,11 +12,12 @@ from typing import Any, TypeAlias, Unpack
 from ..records import Binding
 from ..stores.core import CheckpointStore, StoreError
 from ..validation import JSONValue
-from .calls import CALLS, Call, check_parts, hook_answer, store_operation
+from .calls import CALLS, Call, check_parts, hook_answer, posts, store_operation
 from .machine import HostProtocol
 from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
+    Posted,
     Reconcile,
     Request,
     RunOutcome,
@@ -158,7 +159,7 @@ def _carried_out(store: _Store, key: str, request: Request) -> Any:
         answer = store_operation(store, key, request)
     except StoreError:
         return StoreFault()
-    return answer
+    return Posted() if answer is None and posts(store, request) else answer
 
 
 def _settle(call: Call, store: _Store) -> None:

@@ -9,11 +9,12 @@ from typing import Any, TypeAlias, Unpack
 from ..records import Binding
 from ..stores.core import CheckpointStore, StoreError
 from ..validation import JSONValue
-from .calls import CALLS, Call, check_parts, hook_answer, store_operation
+from .calls import CALLS, Call, check_parts, hook_answer, posts, store_operation
 from .machine import HostProtocol
 from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
+    Posted,
     Reconcile,
     Request,
     RunOutcome,
@@ -235,7 +236,7 @@ async def _carried_out(store: _AwaitedStore, key: str, request: Request) -> Any:
                 answer = await answer
     except StoreError:
         return StoreFault()
-    return answer
+    return Posted() if answer is None and posts(store, request) else answer
 
 
 async def _settle(call: Call, store: _AwaitedStore) -> None:

@@ -28,6 +28,7 @@ from .state import (
     HANDLERS,
     LANDED,
     NOT_LANDED,
+    POSTED,
     READING_BACK,
     RESENDABLE,
     RETRIES,
@@ -42,6 +43,7 @@ from .state import (
 )
 from .vocabulary import (
     CONFIRMED_NOT_SENT,
+    MARK_POSTED,
     OVERTAKEN,
     VANISHED,
     Create,
@@ -49,6 +51,7 @@ from .vocabulary import (
     Found,
     Get,
     NotThere,
+    Posted,
     Raised,
     Reconcile,
     Request,
@@ -303,6 +306,8 @@ class HostProtocol:
     def after_write(self, state: CallState, answer: Any) -> Step:
         if answer is True:
             return self._then(LANDED, state.phase)(state)
+        if isinstance(answer, Posted) and state.phase in POSTED:
+            return self._then(POSTED, state.phase)(state)
         # Unknown, or not landed: the record says what happened (a stale copy of this
         # very write may have landed first, and a lost claim needs the record anyway).
         return self.confirm(state)
@@ -527,8 +532,14 @@ class HostProtocol:
         )
 
     def delivered(self, state: CallState) -> Step:
-        done = RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
-        return self.finish_written(state, done)
+        return self.finish_written(state, self.delivered_status(state))
+
+    def mark_posted(self, state: CallState) -> Step:
+        """The delivered mark was sent unanswered: end on the delivering record."""
+        return self.finish(state, self.delivered_status(state), MARK_POSTED)
+
+    def delivered_status(self, state: CallState) -> RunStatus:
+        return RunStatus.EXECUTED_AND_DELIVERED if state.ran else RunStatus.DELIVERED_STORED_RESULT
 
     def released(self, state: CallState) -> Step:
         return self.finish_written(state, RunStatus.DELIVERY_FAILED)

@@ -22,6 +22,7 @@ __all__ = [
     "LANDED",
     "LONGEST_PAUSE",
     "NOT_LANDED",
+    "POSTED",
     "RESENDABLE",
     "RETRIES",
     "ROUNDS",
@@ -203,6 +204,10 @@ LANDED: Mapping[Phase, str] = {
     Phase.RELEASE: "released",
 }
 """What a write's phase does once the write is known to have landed."""
+
+POSTED: Mapping[Phase, str] = {Phase.FINISH: "mark_posted"}
+"""What a non-durable write's phase does once its driver sent it unanswered
+(:class:`~.vocabulary.Posted`); any other write answered Posted is read back."""
 
 NOT_LANDED: Mapping[Phase, str] = {
     Phase.CREATE: "claim_not_landed",

@@ -145,11 +145,17 @@ def check_world(world: World, stored: Checkpoint | None, binding: Binding) -> No
         raise Violation("a payload was pruned before delivery")
 
 
-def check_outcome(world: World, call: CallState, outcome: RunOutcome) -> None:
-    """Raise :class:`Violation` if what a finished call reports is not true."""
+def check_outcome(
+    world: World, call: CallState, outcome: RunOutcome, stored: Checkpoint | None = None
+) -> None:
+    """Raise :class:`Violation` if what a finished call reports is not true; given the
+    record ``stored`` now, also if the outcome's record is newer than it (a write that
+    never landed, reported as known)."""
     if call.pending is not None or call.writing is not None:
         raise Violation("a finished call still holds a write in flight")
     record = outcome.record
+    if record is not None and stored is not None and record.revision > stored.revision:
+        raise Violation("an outcome reported a record the store never held")
     lost = outcome.status is RunStatus.LOST_TO_ANOTHER_WORKER
     if lost and record is not None and call.owns(claim_id(record)):
         raise Violation("a call reported its own claim as another worker's")

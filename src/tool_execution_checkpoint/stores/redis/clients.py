@@ -19,7 +19,7 @@ from typing import Any, Protocol, cast
 import redis
 import redis.cluster
 from redis.backoff import NoBackoff
-from redis.exceptions import MovedError, NoScriptError
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 from redis.retry import Retry
 
 from .errors import invalid_url
@@ -35,7 +35,9 @@ __all__ = [
     "cluster_from_url",
     "exchange",
     "node_pool",
+    "post",
     "put_back",
+    "replies_skippable",
 ]
 
 
@@ -116,6 +118,32 @@ def exchange(connection: Connection, request: Request, *, asking: bool = False) 
     _ask(connection, asking)
     connection.send_packed_command(packed(request.args))
     return connection.read_response(disable_decoding=True)
+
+
+_PROBE = packed((b"CLIENT", b"REPLY", b"SKIP"), (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
+
+
+def replies_skippable(connection: Connection) -> bool:
+    """Whether the server honours ``CLIENT REPLY SKIP`` on ``connection`` (an ACL, an
+    older server or a proxy may refuse or ignore it). Every reply it was sent is read, so
+    the connection is left with nothing unread."""
+    connection.send_packed_command(_PROBE)
+    skipped = True
+    for _reply in range(3):  # the refusal, then both ECHOs, at most
+        try:
+            reply = connection.read_response(disable_decoding=True)
+        except ResponseError:
+            reply = None
+        if reply == b"answered":
+            return skipped
+        skipped = False
+    return False
+
+
+def post(connection: Connection, request: Request) -> None:
+    """Send ``request`` after ``CLIENT REPLY SKIP``, in one buffer, and read nothing: the
+    server answers neither (see :func:`replies_skippable`)."""
+    connection.send_packed_command(packed((b"CLIENT", b"REPLY", b"SKIP"), request.args))
 
 
 def _ask(connection: Connection, asking: bool) -> None:

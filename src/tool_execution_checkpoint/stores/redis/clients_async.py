@@ -19,7 +19,7 @@ import redis.asyncio  # ASYNC-ONLY
 import redis.asyncio.cluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import MovedError, NoScriptError
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from .errors import invalid_url
 from .layout import Request, packed
@@ -34,7 +34,9 @@ __all__ = [
     "cluster_from_url",
     "exchange",
     "node_pool",
+    "post",
     "put_back",
+    "replies_skippable",
 ]
 
 
@@ -170,6 +172,32 @@ async def exchange(connection: Connection, request: Request, *, asking: bool = F
     await _ask(connection, asking)
     await connection.send_packed_command(packed(request.args))
     return await connection.read_response(disable_decoding=True)
+
+
+_PROBE = packed((b"CLIENT", b"REPLY", b"SKIP"), (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
+
+
+async def replies_skippable(connection: Connection) -> bool:
+    """Whether the server honours ``CLIENT REPLY SKIP`` on ``connection`` (an ACL, an
+    older server or a proxy may refuse or ignore it). Every reply it was sent is read, so
+    the connection is left with nothing unread."""
+    await connection.send_packed_command(_PROBE)
+    skipped = True
+    for _reply in range(3):  # the refusal, then both ECHOs, at most
+        try:
+            reply = await connection.read_response(disable_decoding=True)
+        except ResponseError:
+            reply = None
+        if reply == b"answered":
+            return skipped
+        skipped = False
+    return False
+
+
+async def post(connection: Connection, request: Request) -> None:
+    """Send ``request`` after ``CLIENT REPLY SKIP``, in one buffer, and read nothing: the
+    server answers neither (see :func:`replies_skippable`)."""
+    await connection.send_packed_command(packed((b"CLIENT", b"REPLY", b"SKIP"), request.args))
 
 
 async def _ask(connection: Connection, asking: bool) -> None:

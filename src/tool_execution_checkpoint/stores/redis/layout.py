@@ -201,6 +201,20 @@ class Layout:
     ) -> Operation[bool]:
         """Compare-and-swap: one write script, relaxed when it is not ``durable`` and the
         layout relaxes."""
+        return _answer((yield self.swap_request(key, expected_revision, record, durable)))
+
+    def posted_swap(self, key: str, expected_revision: int, record: Checkpoint) -> Request:
+        """The non-durable compare-and-swap as one EVAL of its script's text, for a store
+        to send unanswered (after ``CLIENT REPLY SKIP``, which would hide a NOSCRIPT)."""
+        request = self.swap_request(key, expected_revision, record, durable=False)
+        assert request.script is not None
+        command = (b"EVAL", request.script.text, *request.args[2:])
+        return Request(command, write=True, route=request.route)
+
+    def swap_request(
+        self, key: str, expected_revision: int, record: Checkpoint, durable: bool
+    ) -> Request:
+        """The compare-and-swap's one EVALSHA (see :meth:`swap`)."""
         encoded = core.encode_swap(key, expected_revision, record)
         record = encoded.record
         args = (
@@ -212,7 +226,7 @@ class Layout:
         )
         keys = (self.record_key(key), *self._all_indexes[self.shard_of(key)])
         script = SWAP_RELAXED if self.relax and not durable else SWAP
-        return _answer((yield _call(script, keys, args, write=True)))
+        return _call(script, keys, args, write=True)
 
     def get(self, key: str) -> Operation[Mapping[str, Any] | None]:
         """The record under ``key``: one HGET, then an EXISTS and a second HGET when it

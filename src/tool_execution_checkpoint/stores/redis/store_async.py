@@ -34,7 +34,9 @@ from .clients_async import (
     cluster_from_url,
     exchange,
     node_pool,
+    post,
     put_back,
+    replies_skippable,
 )
 from .durability import DurabilityReport, OnWeak, apply_policy, check_on_weak, merged
 from .errors import (
@@ -184,6 +186,7 @@ class AsyncRedisStore:
     ) -> None:
         self._stale = False
         self._owns_client = False
+        self._posting: bool | None = None  # whether CLIENT REPLY SKIP is honoured
         relax = not check_flag(synchronous_delivered, "synchronous_delivered")
         if isinstance(client_or_url, redis.asyncio.cluster.RedisCluster):
             self._layout = Layout(prefix, cluster=True, relax=relax)
@@ -275,6 +278,28 @@ class AsyncRedisStore:
         ``synchronous_delivered=True``."""
         swap = self._layout.swap(key, expected_revision, record, durable=durable)
         return await self._run(swap)
+
+    async def post_compare_and_swap(
+        self, key: str, expected_revision: int, record: Checkpoint
+    ) -> bool | None:
+        """:meth:`compare_and_swap` with ``durable=False``, sent without waiting for its
+        reply: ``CLIENT REPLY SKIP``, then one EVAL of the script's text, in one buffer on
+        one connection; None once sent. On a cluster it goes to its slot's master and is
+        lost if redirected. Awaited instead (its answer returned) with
+        ``synchronous_delivered=True``, or where the server does not honour ``CLIENT REPLY
+        SKIP`` (tried once per store)."""
+        if self._layout.relax and self._posting is not False:
+            request = self._layout.posted_swap(key, expected_revision, record)
+            if not self._layout.cluster:
+                posted = await self._send(self._pool, self._where, request, posted=True)
+            else:
+                cluster = await self._ready()
+                target = self._owner(cluster.nodes_manager, request)
+                pool = node_pool(cluster, target)
+                posted = await self._send(pool, target.name, request, posted=True)
+            if posted:
+                return None
+        return await self.compare_and_swap(key, expected_revision, record, durable=False)
 
     async def clock_us(self) -> int:
         """The server's TIME, in microseconds since the epoch: the clock every write
@@ -477,10 +502,12 @@ class AsyncRedisStore:
         *,
         asking: bool = False,
         redirects: bool = False,
+        posted: bool = False,
     ) -> object:
         """Send ``request`` once on one connection of ``pool``; a cluster's redirects
         (``redirects``) are raised as redis-py raised them, every other failure as a
-        store error."""
+        store error. ``posted``: sent unanswered (:func:`post`) where the server honours
+        it; returns whether it was."""
         kwargs = pool.connection_kwargs
         try:
             connection = await pool.get_connection()
@@ -491,7 +518,13 @@ class AsyncRedisStore:
                 raise
             raise failure from error
         try:
-            return await exchange(connection, request, asking=asking)
+            if not posted:
+                return await exchange(connection, request, asking=asking)
+            if self._posting is None:
+                self._posting = await replies_skippable(connection)
+            if self._posting:
+                await post(connection, request)
+            return self._posting
         except Exception as error:
             if redirects and isinstance(error, _REDIRECTS_RAISED):
                 raise
