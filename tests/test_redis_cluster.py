@@ -47,7 +47,7 @@ from tool_execution_checkpoint import (
     create_checkpoint,
     open_store,
 )
-from tool_execution_checkpoint.runner import RunStatus, run_once
+from tool_execution_checkpoint.runner import MARK_POSTED, RunStatus, run_once, run_once_async
 from tool_execution_checkpoint.stores import RecordSummary
 from tool_execution_checkpoint.stores.redis import (
     CLUSTER_SHARDS,
@@ -690,3 +690,35 @@ def test_open_store_and_the_command_line_take_a_cluster_url(
         for key in redis.Redis.from_url(server.url()).scan_iter(match="tec-check-*")
     ]
     assert scratch == [], "check-store left scratch keys on a master"
+
+
+def test_the_delivered_mark_is_posted_to_its_slots_master(cluster: RedisCluster) -> None:
+    """run_once's delivered mark goes unanswered (CLIENT REPLY SKIP) to the master of its
+    record's slot, from the sync and the asyncio store, and lands there."""
+    prefix = fresh_prefix()
+    with RedisStore(cluster.url(), prefix=prefix) as store:
+        for n in range(4):  # keys over several shards, so several masters
+            outcome = run_once(store, binding(f"p{n}"), _returns(n), lambda _payload: None)
+            assert outcome.reason == MARK_POSTED
+            stored = store.get(checkpoint_key(binding(f"p{n}")))
+            assert stored is not None
+            assert stored["status"] == "delivered"
+
+    async def main() -> None:
+        async with AsyncRedisStore(cluster.url(), prefix=prefix) as store:
+            for n in range(4, 8):
+                outcome = await run_once_async(store, binding(f"p{n}"), _returns(n), _no_send)
+                assert outcome.reason == MARK_POSTED
+                stored = await store.get(checkpoint_key(binding(f"p{n}")))
+                assert stored is not None
+                assert stored["status"] == "delivered"
+
+    asyncio.run(main())
+
+
+async def _no_send(payload: object) -> None:
+    del payload
+
+
+def _returns(value: int) -> Callable[[], int]:
+    return lambda: value

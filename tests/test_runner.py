@@ -1325,3 +1325,85 @@ def test_a_result_or_a_mark_that_cannot_be_recorded_says_so() -> None:
     doubt = run_once(failing, BINDING, unknown, Inbox(), write_budget=0.1)
     assert doubt.status is RunStatus.NEEDS_EXECUTION_RECONCILIATION
     assert doubt.reason == "the gateway timed out"
+
+
+# --- a store that posts the delivered mark ---------------------------------------------------
+
+
+class PostingMemoryStore(MemoryStore):
+    """Posts a non-durable swap: applies it (or drops it, ``lose``) and answers None; the
+    first ``failures`` posts raise a store error after applying nothing."""
+
+    def __init__(self, *, lose: bool = False, failures: int = 0) -> None:
+        super().__init__()
+        self.lose, self.failures, self.posts = lose, failures, 0
+
+    def post_compare_and_swap(self, key: str, revision: int, record: Checkpoint) -> None:
+        self.posts += 1
+        if self.failures:
+            self.failures -= 1
+            raise OutcomeUnknownError("the connection dropped while sending")
+        if not self.lose:
+            self.compare_and_swap(key, revision, record, durable=False)
+
+
+class AsyncPostingMemoryStore(AsyncMemoryStore):
+    def __init__(self, inner: PostingMemoryStore) -> None:
+        super().__init__()
+        self.inner = self.posting = inner
+
+    async def post_compare_and_swap(self, key: str, revision: int, record: Checkpoint) -> None:
+        await asyncio.sleep(0)
+        self.posting.post_compare_and_swap(key, revision, record)
+
+
+POSTED_BINDING = Binding("runner", "posted", "send_email", "1", "sha256:00")
+
+
+def _stored_status(store: MemoryStore) -> str:
+    stored = store.get(checkpoint_key(POSTED_BINDING))
+    assert stored is not None
+    return str(stored["status"])
+
+
+def _posting_run(store: PostingMemoryStore, driver: str) -> RunOutcome:
+    binding = POSTED_BINDING
+    if driver == "sync":
+        return run_once(store, binding, lambda: "r", lambda _payload: None, write_budget=0)
+
+    async def main() -> RunOutcome:
+        posting = AsyncPostingMemoryStore(store)
+        return await run_once_async(posting, binding, lambda: "r", _sent, write_budget=0)
+
+    return asyncio.run(main())
+
+
+async def _sent(payload: object) -> None:
+    del payload
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize("lose", [False, True], ids=["lands", "lost"])
+def test_a_posting_store_gets_the_mark_posted(driver: str, lose: bool) -> None:
+    store = PostingMemoryStore(lose=lose)
+    outcome = _posting_run(store, driver)
+    assert store.posts == 1
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.reason == "the delivered mark was sent without waiting for the store's answer"
+    assert outcome.record is not None
+    assert outcome.record.status is Status.DELIVERING
+    assert _stored_status(store) == ("delivering" if lose else "delivered")
+    again = _posting_run(store, driver)
+    assert again.status is (
+        RunStatus.NEEDS_DELIVERY_RECONCILIATION if lose else RunStatus.ALREADY_DELIVERED
+    )
+    assert not again.ran_tool
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_post_that_fails_is_read_back_and_sent_again(driver: str) -> None:
+    store = PostingMemoryStore(failures=1)
+    outcome = _posting_run(store, driver)
+    assert store.posts == 2  # read back unchanged, then posted again
+    assert outcome.reason == "the delivered mark was sent without waiting for the store's answer"
+    assert _stored_status(store) == "delivered"

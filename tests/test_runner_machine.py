@@ -34,7 +34,10 @@ from tool_execution_checkpoint import (
     release_execution,
 )
 from tool_execution_checkpoint.runner import (
+    DURABLE,
+    MARK_POSTED,
     OVERTAKEN,
+    POSTED,
     RETRIES,
     ROUNDS,
     CallState,
@@ -44,6 +47,7 @@ from tool_execution_checkpoint.runner import (
     Get,
     HostProtocol,
     Phase,
+    Posted,
     Raised,
     Reconcile,
     Returned,
@@ -1004,3 +1008,49 @@ def test_run_once_hands_back_in_two_writes_given_hand_back(driver: str) -> None:
         Write("create", Status.EXECUTING, True),
         Write("swap", Status.DELIVERED, True),
     ]
+
+
+# --- the delivered mark sent unanswered ----------------------------------------------------
+
+
+def posted(store: MemoryStore, request: object) -> Any:
+    """The write was sent unanswered and landed."""
+    lost_reply(store, request)
+    return Posted()
+
+
+def posted_and_lost(store: MemoryStore, request: object) -> Any:
+    """The write was sent unanswered and lost."""
+    del store, request
+    return Posted()
+
+
+@pytest.mark.parametrize("answer", [posted, posted_and_lost])
+def test_a_posted_mark_ends_on_the_delivering_record_it_knows(answer: Answer) -> None:
+    script = Script(replies={5: answer})
+    outcome = script.run()
+    assert script.kinds == "CTSDS"
+    final = script.requests[-1]
+    assert isinstance(final, Swap)
+    assert not final.durable  # only a non-durable write may be posted
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.reason == MARK_POSTED
+    assert outcome.record is not None
+    assert outcome.record.status is Status.DELIVERING
+    assert outcome.record.revision == final.transition.expected_revision
+    stored = script.store.get(KEY)
+    assert stored is not None
+    assert stored["status"] == ("delivered" if answer is posted else "delivering")
+
+
+def test_a_durable_write_answered_posted_is_read_back_not_trusted() -> None:
+    script = Script(replies={3: posted_and_lost})  # the result's write, durable
+    outcome = script.run()
+    assert script.kinds.startswith("CTSG")  # read back, then resent
+    assert outcome.status is RunStatus.EXECUTED_AND_DELIVERED
+    assert outcome.reason is None
+
+
+def test_every_posted_phase_writes_only_non_durable_steps() -> None:
+    assert POSTED  # the delivered mark
+    assert not any(DURABLE[phase] for phase in POSTED)
