@@ -5,8 +5,8 @@ Not part of ``make bench``: it explains the Redis rows of ``benchmarks/peers.py`
 caller, on a throwaway Redis started here with ``appendonly yes`` and ``appendfsync
 always`` (as peers.py runs it), the library's defaults (contracts off unless
 ``TOOL_CHECKPOINT_CONTRACTS=1``). Each side is measured as the client process's CPU time
-per call (``time.process_time``), over paired rounds in an order that rotates each
-round, and reported as its median:
+per call (``time.process_time``) and as wall time per call, each over paired rounds in an
+order that rotates each round, and reported as its median:
 
 - ``run_once, RedisStore`` and ``powertools``: the whole guarded call, as in peers.py;
 - ``run_once, no I/O``: ``run_once`` on a store that builds each command exactly as
@@ -15,6 +15,8 @@ round, and reported as its median:
 - ``the store's 3 writes``: the three writes ``run_once`` makes for a call (recorded
   from it once, before the rounds: stores.recorded_call), replayed through RedisStore:
   the store, redis-py and the socket;
+- ``@checkpointed, RedisStore``, ``@checkpointed, no I/O`` and ``the guard's 2 writes``:
+  the same three for the one-line guard (its two writes, the second the hand-back step);
 - ``powertools' 2 SETs``: the two commands powertools sends (``SET NX EX`` of its
   in-progress item, ``SET EX`` of its result, values of the sizes it writes) through
   redis-py, with none of powertools.
@@ -43,12 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _calls import powertools_call, tec_sync
+from _calls import guard_sync, powertools_call, tec_sync
 from _drive import PAYLOAD, Ran
 from _measure import main_of, paired_rounds
-from stores import recorded_call, replay
+from stores import Recorder, binding_of, recorded_call, replay
 
-from tool_execution_checkpoint import Checkpoint
+from tool_execution_checkpoint import Checkpoint, hand_back, run_once
 from tool_execution_checkpoint.stores.redis import RedisStore
 from tool_execution_checkpoint.transitions import CONTRACTS_ENABLED
 
@@ -76,6 +78,21 @@ class Unsent:
     def get(self, key: str) -> None:
         del key
         raise AssertionError("a call whose writes all land reads nothing")
+
+
+def guard_writes(store: RedisStore) -> Callable[[str], None]:
+    """The two writes the guard makes for one call (run_once with the hand-back on a
+    Recorder, before the rounds), replayed on each job's key."""
+    recorder = Recorder()
+    outcome = run_once(recorder, binding_of("job"), lambda: PAYLOAD, hand_back)
+    if outcome.payload != PAYLOAD or len(recorder.writes) != 2:
+        raise AssertionError("the guard did not make one call's two writes")
+    writes = recorder.writes
+
+    def call(key: str) -> None:
+        replay(store, key, writes)
+
+    return call
 
 
 def store_writes(store: RedisStore) -> Callable[[str], None]:
@@ -108,6 +125,13 @@ def cpu_per_call(call: Callable[[str], None], jobs: Iterator[str], count: int) -
     return (time.process_time() - started) / count
 
 
+def wall_per_call(call: Callable[[str], None], jobs: Iterator[str], count: int) -> float:
+    started = time.perf_counter()
+    for _ in range(count):
+        call(next(jobs))
+    return (time.perf_counter() - started) / count
+
+
 def server_per_call(
     admin: redis.Redis, call: Callable[[str], None], jobs: Iterator[str], count: int
 ) -> dict[str, float]:
@@ -138,20 +162,29 @@ def measure(quick: bool) -> dict[str, Any]:
                 "run_once, no I/O": tec_sync(Unsent(store), ran),
                 "the store's 3 writes": store_writes(store),
                 "powertools' 2 SETs": powertools_sets(client),
+                "@checkpointed, RedisStore": guard_sync(store, ran),
+                "@checkpointed, no I/O": guard_sync(Unsent(store), ran),
+                "the guard's 2 writes": guard_writes(store),
             }
-            jobs = {side: (f"{n}-0-{i}" for i in itertools.count()) for n, side in enumerate(sides)}
+            # each side its own job ids (a generator expression would read ``n`` late)
+            jobs = {
+                side: map(f"{n}-0-{{}}".format, itertools.count()) for n, side in enumerate(sides)
+            }
             for side, call in sides.items():  # connections, scripts and caches warmed
                 cpu_per_call(call, jobs[side], count // 4)
-            samples = paired_rounds(
-                {
-                    side: functools.partial(cpu_per_call, call, jobs[side], count)
-                    for side, call in sides.items()
-                },
-                rounds,
+            samples, walls = (
+                paired_rounds(
+                    {
+                        side: functools.partial(per_call, call, jobs[side], count)
+                        for side, call in sides.items()
+                    },
+                    rounds,
+                )
+                for per_call in (cpu_per_call, wall_per_call)
             )
             servers = {
                 side: server_per_call(admin, sides[side], jobs[side], count)
-                for side in ("run_once, RedisStore", "powertools")
+                for side in ("run_once, RedisStore", "@checkpointed, RedisStore", "powertools")
             }
             version = admin.info("server")["redis_version"]
             store.close()
@@ -163,6 +196,9 @@ def measure(quick: bool) -> dict[str, Any]:
         "client_cpu_us_per_call": {
             side: round(statistics.median(values) * 1e6, 1) for side, values in samples.items()
         },
+        "wall_us_per_call": {
+            side: round(statistics.median(values) * 1e6, 1) for side, values in walls.items()
+        },
         "server_per_call": servers,
         "server": f"Redis {version}, appendonly yes, appendfsync always",
         "contracts_enabled": CONTRACTS_ENABLED,
@@ -172,14 +208,17 @@ def measure(quick: bool) -> dict[str, Any]:
 
 
 def report(results: dict[str, Any]) -> None:
-    cpu = results["client_cpu_us_per_call"]
-    print(f"client CPU per call, median of {results['rounds']} paired rounds (µs):")
+    cpu, wall = results["client_cpu_us_per_call"], results["wall_us_per_call"]
+    print(f"per call, median of {results['rounds']} paired rounds: client CPU, wall (µs):")
     for side, value in cpu.items():
-        print(f"  {side:<24} {value:8.1f}")
-    mine = cpu["run_once, RedisStore"] - cpu["the store's 3 writes"]
-    theirs = cpu["powertools"] - cpu["powertools' 2 SETs"]
-    print(f"  {'library outside the writes':<24} {mine:8.1f}")
-    print(f"  {'powertools outside its SETs':<24} {theirs:8.1f}")
+        print(f"  {side:<28} {value:8.1f} {wall[side]:8.1f}")
+    outside = {
+        "run_once outside its writes": ("run_once, RedisStore", "the store's 3 writes"),
+        "the guard outside its writes": ("@checkpointed, RedisStore", "the guard's 2 writes"),
+        "powertools outside its SETs": ("powertools", "powertools' 2 SETs"),
+    }
+    for label, (whole, part) in outside.items():
+        print(f"  {label:<28} {cpu[whole] - cpu[part]:8.1f} {wall[whole] - wall[part]:8.1f}")
     print("server, per call:")
     for side, row in results["server_per_call"].items():
         print(f"  {side:<24} {row['commands']:5.1f} commands, {row['usec']:6.1f} µs")
