@@ -33,36 +33,54 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _label(name: str, width: int = 15) -> str:
+    """A transition's name as a label, broken after an underscore into lines of about
+    ``width`` characters (so the picture fits a page's column); the lines joined again
+    give the name."""
+    lines: list[str] = []
+    line = ""
+    for word in name.split("_"):
+        joined = f"{line}_{word}" if line else word
+        if len(joined) > width and line:
+            lines.append(f"{line}_")
+            line = word
+        else:
+            line = joined
+    lines.append(line)
+    return '"' + "\\n".join(lines) + '"'
+
+
 def render_dot(table: TransitionTable = TABLE) -> str:
     """The table as a Graphviz digraph: a box per status (a double border when terminal),
     a solid arrow per transition (dotted when the write is not durable), a dashed arrow
     per composed step (bold when it is a hand-back step), each labelled with its name."""
     lines = [
         "digraph states {",
-        f"  graph [rankdir=TB, nodesep=0.5, ranksep=0.55, {_FONT}, fontsize=12];",
+        f"  graph [rankdir=TB, nodesep=0.2, ranksep=0.35, {_FONT}];",
         f'  node [shape=box, style="rounded,filled", fillcolor="#eef1fb", color="#3f51b5",'
-        f" {_FONT}, fontsize=13];",
-        f'  edge [{_FONT}, fontsize=10, color="#37474f", fontcolor="#263238"];',
+        f" {_FONT}, fontsize=15];",
+        f'  edge [{_FONT}, fontsize=13, color="#37474f", fontcolor="#263238"];',
         f'  {_START} [shape=point, width=0.15, label=""];',
     ]
     for status in table.statuses.values():
         extra = ", peripheries=2" if status.terminal else ""
         name = _quote(str(status.status))
         lines.append(f"  {name} [label={name}{extra}];")
-    lines.append(f'  {_START} -> {_quote(str(table.initial_status))} [label="create_checkpoint"];')
+    first = _quote(str(table.initial_status))
+    lines.append(f"  {_START} -> {first} [label={_label('create_checkpoint')}];")
     for rule in table.transitions.values():
         style = "" if rule.durable else ", style=dotted"
         for source in rule.sources:
             lines.append(
                 f"  {_quote(str(source))} -> {_quote(str(rule.target))}"
-                f" [label={_quote(rule.name)}{style}];"
+                f" [label={_label(rule.name)}{style}];"
             )
     for step in table.composed.values():
         look = 'style="dashed,bold", color="#c62828"' if step.hand_back else "style=dashed"
         look += ', fontcolor="#c62828"' if step.hand_back else ""
         sources = [_START] if step.creates else [_quote(str(s)) for s in step.sources]
         lines.extend(
-            f"  {source} -> {_quote(str(step.target))} [label={_quote(step.name)}, {look}];"
+            f"  {source} -> {_quote(str(step.target))} [label={_label(step.name)}, {look}];"
             for source in sources
         )
     lines.append("}")

@@ -107,6 +107,13 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "So such a host makes two durable writes per call: `create_claimed` and, in step 2,"
         " `complete_and_deliver`; it hands the stored payload back only if that CAS won."
         " The composed steps below say what a crash after each write leaves.\n",
+        "## State diagram\n",
+        "Drawn from the table by `make spec` (Graphviz): a box per status, a double border"
+        " for a terminal one; a solid arrow per transition, dotted when its write is not"
+        " durable; a dashed arrow per composed step, red for a hand-back step. Open the"
+        " picture for its full size.\n",
+        "[![The statuses, transitions and composed steps of the table](assets/states.svg)]"
+        "(assets/states.svg)\n",
         "## Statuses\n",
         "`decide_checkpoint` answers the status's action. *Must hold* and *must be null*"
         " list the record's nullable parts that the status requires or forbids.\n",
@@ -174,11 +181,6 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         )
     out += [
         "",
-        "## State diagram\n",
-        "Drawn from the table by `make spec` (Graphviz): a box per status, a double border"
-        " for a terminal one; a solid arrow per transition, dotted when its write is not"
-        " durable; a dashed arrow per composed step, red for a hand-back step.\n",
-        "![The statuses, transitions and composed steps of the table](assets/states.svg)\n",
         "## Revisions\n",
         f"{table.initial_revision_why} Revisions never exceed {limits.max_revision:,}"
         " (a signed 64-bit integer).\n",
