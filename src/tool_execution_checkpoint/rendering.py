@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .diagram import render_dot, render_svg, source_digest, svg_source_digest
+from .diagram import DiagramError, render_dot, render_svg, source_digest, svg_source_digest
 from .table import CREATE, TABLE, TransitionTable
 from .validation import TIMESTAMP_PATTERN
 
@@ -401,7 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     if stale_diagram(args.root):
         stale.append(args.root / DIAGRAM)
         if args.write:
-            (args.root / DIAGRAM).write_text(render_svg(render_dot()), encoding="utf-8")
+            try:
+                picture = render_svg(render_dot())
+            except DiagramError as error:
+                print(f"cannot redraw {DIAGRAM}: {error}", file=sys.stderr)
+                return 2
+            (args.root / DIAGRAM).write_text(picture, encoding="utf-8")
     for path in stale:
         print(f"{'wrote' if args.write else 'stale'}: {path}")
     return 1 if stale and args.check else 0
