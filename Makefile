@@ -50,7 +50,7 @@ pytest: $(STAMP)
 ## docs: the documentation site from docs/ (MkDocs, Material, mkdocstrings), built strict
 ## into site/: a broken link, anchor, include or API reference fails; nothing is fetched
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## sync: regenerate the sync modules from the written asyncio ones (tools/async_to_sync.py)
 sync: $(STAMP)
