@@ -1,18 +1,18 @@
 # Every target creates .venv on first use (Python 3.11 or newer as $(PYTHON)) and installs
-# the project into it, editable: with its development extra for every target but demo,
-# which needs the package alone (its one run-time dependency, icontract).
+# the project into it, editable: with its development and documentation extras for every
+# target but demo, which needs the package alone (its one run-time dependency, icontract).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.installed-demo-stamp
 
-.PHONY: install services demo test lint typecheck pytest sync spec bench proofs mutate clean
+.PHONY: install services demo test lint typecheck pytest docs sync spec bench proofs mutate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,9 +28,10 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m tool_execution_checkpoint demo
 
-## test: ruff, mypy --strict and the whole pytest suite (PostgreSQL and Redis are installed
-## from Debian's packages when missing, and the tests start their own servers on loopback)
-test: services lint typecheck pytest
+## test: ruff, mypy --strict, the whole pytest suite and the documentation site (PostgreSQL
+## and Redis are installed from Debian's packages when missing, and the tests start their
+## own servers on loopback)
+test: services lint typecheck pytest docs
 
 services:
 	bash scripts/install-services.sh
@@ -46,15 +47,21 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
+## docs: the documentation site from docs/ (MkDocs, Material, mkdocstrings), built strict
+## into site/: a broken link, anchor, include or API reference fails; nothing is fetched
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 ## sync: regenerate the sync modules from the written asyncio ones (tools/async_to_sync.py)
 sync: $(STAMP)
 	$(BIN)/python tools/async_to_sync.py
 
-## spec: regenerate spec/README.md, spec/record.schema.json and the README's troubleshooting
+## spec: regenerate docs/spec.md, docs/troubleshooting.md, spec/record.schema.json and the
+## state diagram docs/assets/states.svg (redrawing it needs Graphviz's dot)
 spec: $(STAMP)
 	$(BIN)/python -m tool_execution_checkpoint.rendering --write
 
-## proofs: the explorer (core contracts on) and CrossHair at the thorough bounds of proofs/README.md
+## proofs: the explorer (core contracts on) and CrossHair at the thorough bounds of docs/proofs.md
 ## (make test runs them at their fast bounds, in tests/test_proofs.py)
 proofs: $(STAMP)
 	TOOL_CHECKPOINT_CONTRACTS=1 $(BIN)/python proofs/explore.py --workers 2 --depth 14 \
@@ -89,4 +96,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py --json benchmarks/results.json $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache .hypothesis

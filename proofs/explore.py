@@ -25,7 +25,7 @@ finishes a claim: every fenced transition the table allows from the stored statu
 refuses a foreign id with FENCE_CONFLICT.
 
 Run ``python proofs/explore.py --workers 2 --depth 14`` (add ``--hand-back`` for the
-guard's host; see proofs/README.md for the bounds run in CI and the thorough ones). A
+guard's host; see docs/proofs.md for the bounds run in CI and the thorough ones). A
 violation prints the shortest trace that reaches it and exits 1.
 """
 

@@ -47,7 +47,7 @@ def report(found: dict[str, str]) -> str:
         f"# mutmut over the core and the runner (make mutate), {datetime.now(UTC):%Y-%m-%d}",
         f"# {total} mutants: {killed} killed ({score:.1f}%); "
         + ", ".join(f"{verdict} {count}" for verdict, count in sorted(counts.items())),
-        "# not killed, by function (each one's reason is in proofs/README.md, section 4):",
+        "# not killed, by function (each one's reason is in docs/proofs.md, section 4):",
     ]
     by_function = Counter(
         name.rsplit("__mutmut_", 1)[0] for name, verdict in found.items() if verdict not in KILLED

@@ -350,7 +350,7 @@ def test_every_missing_or_unknown_key_is_invalid(status: Status) -> None:
 
 
 def test_missing_key_error_names_the_missing_field() -> None:
-    """BUG (spec deviation, left failing for the owner): spec/README.md says of
+    """BUG (spec deviation, left failing for the owner): docs/spec.md says of
     INVALID_CHECKPOINT "a missing or unknown field ... The error names the field", but a
     missing key is reported with ``field=None`` at the top level (message: "a record must
     have exactly the keys [...]") and with the enclosing part's name in a nested part

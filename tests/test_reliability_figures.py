@@ -1,14 +1,14 @@
-"""The README's reliability table quotes what one ``make test`` run does to each store:
+"""The reliability table of docs/testing.md quotes what one ``make test`` run does to each store:
 how many worker processes race, how many rounds and seconds they run, how many SIGKILLs
 the tests require, how many garbage rows are written and read back. This file runs
 nothing heavy: it reads those figures where the tests keep them (the kill storm's
 defaults, the ``kill_storm(...)`` calls and their ``assert ... >= N`` in each store's
 tests, the suites with a ``write_raw`` hook) and counts the garbage rows of one suite
 on a MemoryStore, then compares every number of the table, between the markers below,
-with them. A changed default or test fails here until the README says the same; the
+with them. A changed default or test fails here until the page says the same; the
 message shows the table the tests would have it say.
 
-``TOOL_CHECKPOINT_RELIABILITY_README`` names another file to read than README.md."""
+``TOOL_CHECKPOINT_RELIABILITY_README`` names another file to read than docs/testing.md."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tool_execution_checkpoint.testing.conformance import GARBAGE_EXAMPLES
 from tool_execution_checkpoint.testing.processes import ROUNDS, kill_storm
 
 ROOT = Path(__file__).resolve().parents[1]
-README = Path(os.environ.get("TOOL_CHECKPOINT_RELIABILITY_README", ROOT / "README.md"))
+README = Path(os.environ.get("TOOL_CHECKPOINT_RELIABILITY_README", ROOT / "docs" / "testing.md"))
 BEGIN = "<!-- reliability: checked by tests/test_reliability_figures.py -->"
 END = "<!-- /reliability -->"
 
@@ -88,7 +88,7 @@ def _module(relative: str) -> ast.Module:
 
 def _missing(what: str) -> AssertionError:
     return AssertionError(
-        f"{what}: the README's reliability table quotes it; update the table and"
+        f"{what}: the reliability table of docs/testing.md quotes it; update the table and"
         " tests/test_reliability_figures.py together"
     )
 
@@ -425,7 +425,7 @@ def sqlite_mid_commit() -> MidCommit:
     )
 
 
-# --- the table the tests would have the README say --------------------------------------
+# --- the table the tests would have the page say ----------------------------------------
 
 
 def _n(value: float) -> str:
@@ -598,7 +598,7 @@ def _line(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-# --- the README's table -----------------------------------------------------------------
+# --- the page's table -------------------------------------------------------------------
 
 
 def readme_table() -> list[list[str]]:
@@ -634,7 +634,7 @@ def test_the_readme_table_quotes_the_figures_the_tests_use() -> None:
     wanted = [header(), *expected_rows()]
     problems = []
     if len(table) != len(wanted):
-        problems.append(f"the README's table has {len(table) - 1} rows, not {len(wanted) - 1}")
+        problems.append(f"the page's table has {len(table) - 1} rows, not {len(wanted) - 1}")
     columns = wanted[0]
     for number, (said, meant) in enumerate(zip(table, wanted, strict=False)):
         where = "the header" if number == 0 else f"row {number} ({meant[0]}, {meant[1]})"
@@ -649,11 +649,11 @@ def test_the_readme_table_quotes_the_figures_the_tests_use() -> None:
         for column, cell, figure in zip(columns, said, meant, strict=True):
             if numbers(cell) != numbers(figure):
                 problems.append(
-                    f"{where}, column {column!r}: the README says {_shown(cell)},"
+                    f"{where}, column {column!r}: the page says {_shown(cell)},"
                     f" the tests {_shown(figure)}"
                 )
     assert not problems, (
-        "the README's reliability table is not what the tests do:\n"
+        "the reliability table of docs/testing.md is not what the tests do:\n"
         + "\n".join(f"- {problem}" for problem in problems)
         + f"\n\nthe tests would have it say:\n\n{render()}\n"
     )
@@ -689,7 +689,7 @@ def test_every_storm_on_a_store_of_the_package_is_in_the_table() -> None:
         (REDIS_TESTS, "test_redis_store_survives_a_kill_storm"),
         (CLUSTER_TESTS, "test_the_cluster_store_survives_a_race_of_processes_and_a_kill_storm"),
     }
-    assert storming == quoted, f"storms not in the README's table: {sorted(storming - quoted)}"
+    assert storming == quoted, f"storms not in the page's table: {sorted(storming - quoted)}"
     assert {relative for relative, _ in quoted} <= in_table
 
 

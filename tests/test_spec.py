@@ -20,6 +20,7 @@ from tool_execution_checkpoint.rendering import (
     render_markdown,
     render_mermaid,
     render_schema,
+    render_troubleshooting,
     rendered_files,
 )
 from tool_execution_checkpoint.table import (
@@ -54,20 +55,20 @@ def test_rendered_file_is_fresh(path: Path) -> None:
 
 def test_render_check_command_reports_a_stale_file(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "spec", tmp_path / "spec")
-    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     command = [sys.executable, "-m", "tool_execution_checkpoint.rendering", "--check"]
     fresh = subprocess.run(
         [*command, "--root", str(tmp_path)], check=False, capture_output=True, text=True
     )
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
-    spec_readme = tmp_path / "spec" / "README.md"
-    spec_readme.write_text(spec_readme.read_text(encoding="utf-8") + "\nhand edit\n")
+    spec_page = tmp_path / "docs" / "spec.md"
+    spec_page.write_text(spec_page.read_text(encoding="utf-8") + "\nhand edit\n")
     stale = subprocess.run(
         [*command, "--root", str(tmp_path)], check=False, capture_output=True, text=True
     )
     assert stale.returncode == 1
     assert "stale" in stale.stdout
-    assert "README.md" in stale.stdout
+    assert "spec.md" in stale.stdout
 
 
 def test_rendering_follows_the_table() -> None:
@@ -88,9 +89,11 @@ def test_markdown_lists_every_status_transition_limit_and_promise() -> None:
     assert f"{TABLE.limits.ceiling_max_payload_bytes:,} bytes" in text
     for promise in (*TABLE.guarantees, *TABLE.non_guarantees):
         assert f"- {promise}" in text
+    assert "](assets/states.svg)" in text
+    assert "```mermaid" not in text  # a CDN script would draw it: the site shows the SVG
+    troubleshooting = render_troubleshooting(TABLE)
     for code in TABLE.errors:
-        assert f"### `{code}`" in text
-    assert "```mermaid\nstateDiagram-v2\n" in text
+        assert f"## `{code}`" in troubleshooting
 
 
 def test_mermaid_has_exactly_one_edge_per_source_of_each_transition() -> None:

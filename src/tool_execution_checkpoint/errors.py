@@ -17,9 +17,8 @@ class ErrorCode(enum.StrEnum):
     """Why a :class:`CheckpointError` was raised.
 
     What each code means and what to do about it is part of the protocol: it is written
-    in spec/transitions.toml (``[errors]``) and rendered into spec/README.md and the
-    README's troubleshooting section. The table's loader checks that it documents exactly
-    these codes.
+    in spec/transitions.toml (``[errors]``) and rendered into docs/troubleshooting.md.
+    The table's loader checks that it documents exactly these codes.
     """
 
     BINDING_CONFLICT = "BINDING_CONFLICT"

@@ -1,8 +1,11 @@
 """Render the transition table for people and for validators.
 
-Everything in spec/ besides transitions.toml is generated from the table by this module:
-``spec/README.md`` (the protocol's documentation), ``spec/record.schema.json`` (JSON
-Schema 2020-12 of a persisted record) and the README's troubleshooting section. Run::
+Everything derived from ``spec/transitions.toml`` is generated from the table by this
+module: ``docs/spec.md`` (the protocol's documentation), ``docs/troubleshooting.md``
+(every error code), ``spec/record.schema.json`` (JSON Schema 2020-12 of a persisted
+record) and the state diagram ``docs/assets/states.svg`` (drawn by
+:mod:`tool_execution_checkpoint.diagram`, which needs Graphviz's ``dot`` to redraw it).
+Run::
 
     python -m tool_execution_checkpoint.rendering --write   # regenerate
     python -m tool_execution_checkpoint.rendering --check   # exit 1 when stale
@@ -18,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .diagram import DiagramError, render_dot, render_svg, source_digest, svg_source_digest
 from .table import CREATE, TABLE, TransitionTable
 from .validation import TIMESTAMP_PATTERN
 
@@ -26,11 +30,16 @@ __all__ = [
     "render_markdown",
     "render_mermaid",
     "render_schema",
+    "render_troubleshooting",
     "rendered_files",
+    "stale_diagram",
 ]
 
-_TROUBLESHOOTING_BEGIN = "<!-- troubleshooting: rendered from spec/transitions.toml -->"
-_TROUBLESHOOTING_END = "<!-- end of troubleshooting -->"
+DIAGRAM = Path("docs") / "assets" / "states.svg"
+_RENDERED = (
+    "<!-- Rendered from spec/transitions.toml by `make spec`. Do not edit by hand:"
+    " a test fails when this file is stale. -->\n"
+)
 
 
 def _code(items: tuple[str, ...] | frozenset[str] | list[str]) -> str:
@@ -60,16 +69,16 @@ def render_errors_markdown(table: TransitionTable = TABLE, heading: str = "###")
 
 
 def render_markdown(table: TransitionTable = TABLE) -> str:
-    """spec/README.md: the protocol, rendered from the table."""
+    """docs/spec.md: the protocol, rendered from the table."""
     limits = table.limits
     out = [
-        f"# The tool-execution-checkpoint protocol, schema version {table.schema_version}\n",
-        "<!-- Rendered from spec/transitions.toml by `make spec`. Do not edit by hand:"
-        " a test fails when this file is stale. -->\n",
+        f"# The protocol, schema version {table.schema_version}\n",
+        _RENDERED,
         "This is the protocol's documentation. Its source is the executable table in"
-        " [`transitions.toml`](transitions.toml): the library loads that file at run time"
-        " and derives every guard from it, the tests and proofs are driven by it, and this"
-        " page and [`record.schema.json`](record.schema.json) are rendered from it.\n",
+        " `spec/transitions.toml`: the library loads that file at run time and derives"
+        " every guard from it, the tests and proofs are driven by it, and this page, the"
+        " state diagram, [troubleshooting](troubleshooting.md) and"
+        " `spec/record.schema.json` are rendered from it.\n",
         f"{table.format_why}\n",
         "## The host's loop\n",
         "A host keeps one record per tool call in a store that offers create-if-absent, get"
@@ -98,6 +107,13 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         "So such a host makes two durable writes per call: `create_claimed` and, in step 2,"
         " `complete_and_deliver`; it hands the stored payload back only if that CAS won."
         " The composed steps below say what a crash after each write leaves.\n",
+        "## State diagram\n",
+        "Drawn from the table by `make spec` (Graphviz): a box per status, a double border"
+        " for a terminal one; a solid arrow per transition, dotted when its write is not"
+        " durable; a dashed arrow per composed step, red for a hand-back step. Open the"
+        " picture for its full size.\n",
+        "[![The statuses, transitions and composed steps of the table](assets/states.svg)]"
+        "(assets/states.svg)\n",
         "## Statuses\n",
         "`decide_checkpoint` answers the status's action. *Must hold* and *must be null*"
         " list the record's nullable parts that the status requires or forbids.\n",
@@ -165,10 +181,6 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         )
     out += [
         "",
-        "## State diagram\n",
-        "```mermaid",
-        render_mermaid(table).rstrip("\n"),
-        "```\n",
         "## Revisions\n",
         f"{table.initial_revision_why} Revisions never exceed {limits.max_revision:,}"
         " (a signed 64-bit integer).\n",
@@ -205,9 +217,9 @@ def render_markdown(table: TransitionTable = TABLE) -> str:
         *(f"- {item}" for item in table.non_guarantees),
         "",
         "## Errors\n",
-        "Every refusal is a `CheckpointError` with one of these codes. Messages name the"
-        " field and the limit, never a payload or identifier value.\n",
-        render_errors_markdown(table),
+        "Every refusal is a `CheckpointError` with one of the codes of"
+        " [troubleshooting](troubleshooting.md), which says what each means and what to"
+        " do. Messages name the field and the limit, never a payload or identifier value.\n",
     ]
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -337,26 +349,38 @@ def render_schema(table: TransitionTable = TABLE) -> dict[str, Any]:
     }
 
 
-def _readme_with_troubleshooting(readme: str, table: TransitionTable) -> str:
-    begin = readme.find(_TROUBLESHOOTING_BEGIN)
-    end = readme.find(_TROUBLESHOOTING_END)
-    if begin < 0 or end < begin:
-        raise ValueError("README.md lacks the troubleshooting markers")
-    body = render_errors_markdown(table)
-    return f"{readme[: begin + len(_TROUBLESHOOTING_BEGIN)]}\n\n{body}\n{readme[end:]}"
+def render_troubleshooting(table: TransitionTable = TABLE) -> str:
+    """docs/troubleshooting.md: every error code, what it means and what to do."""
+    return (
+        "# Troubleshooting\n\n"
+        + _RENDERED
+        + "\nEvery refusal is a `CheckpointError` whose `.code` is one of these. Messages"
+        " name the field and the limit, never the payload or identifier values.\n\n"
+        + render_errors_markdown(table, heading="##")
+    )
 
 
 def rendered_files(root: Path, table: TransitionTable = TABLE) -> dict[Path, str]:
-    """Every generated file under the repository ``root``, with the text it must have."""
-    readme = root / "README.md"
+    """Every generated text file under the repository ``root``, with the text it must
+    have (the state diagram is checked by its digest: :func:`stale_diagram`)."""
     return {
-        root / "spec" / "README.md": render_markdown(table),
+        root / "docs" / "spec.md": render_markdown(table),
+        root / "docs" / "troubleshooting.md": render_troubleshooting(table),
         root / "spec" / "record.schema.json": json.dumps(
             render_schema(table), indent=2, ensure_ascii=False
         )
         + "\n",
-        readme: _readme_with_troubleshooting(readme.read_text(encoding="utf-8"), table),
     }
+
+
+def stale_diagram(root: Path, table: TransitionTable = TABLE) -> bool:
+    """Whether ``docs/assets/states.svg`` under ``root`` is missing or was drawn from
+    other Graphviz text than the table's (:func:`~.diagram.render_dot`) gives now."""
+    path = root / DIAGRAM
+    if not path.exists():
+        return True
+    drawn = svg_source_digest(path.read_text(encoding="utf-8"))
+    return drawn != source_digest(render_dot(table))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +398,15 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(path)
             if args.write:
                 path.write_text(text, encoding="utf-8")
+    if stale_diagram(args.root):
+        stale.append(args.root / DIAGRAM)
+        if args.write:
+            try:
+                picture = render_svg(render_dot())
+            except DiagramError as error:
+                print(f"cannot redraw {DIAGRAM}: {error}", file=sys.stderr)
+                return 2
+            (args.root / DIAGRAM).write_text(picture, encoding="utf-8")
     for path in stale:
         print(f"{'wrote' if args.write else 'stale'}: {path}")
     return 1 if stale and args.check else 0

@@ -117,7 +117,7 @@ class SpecError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The protocol's limits. See spec/README.md for their exact meaning."""
+    """The protocol's limits. See docs/spec.md for their exact meaning."""
 
     default_max_payload_bytes: int
     ceiling_max_payload_bytes: int

@@ -84,7 +84,7 @@ _TOP_KEYS = frozenset(
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """One persisted checkpoint: a binding, its status and revision, and the parts that
-    the status requires (see the status table in spec/README.md).
+    the status requires (see the status table in docs/spec.md).
 
     Build one with :func:`~tool_execution_checkpoint.create_checkpoint`, read one with
     :meth:`from_dict`, and get the next one from a transition. A Checkpoint checks its

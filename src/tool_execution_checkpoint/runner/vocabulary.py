@@ -178,7 +178,7 @@ passes others."""
 
 def hand_back(payload: JSONValue) -> None:
     """The ``deliver`` of a host whose delivery is the hand-back: the framework delivers
-    the result the call returns (spec/README.md, "When the framework delivers"). Given it,
+    the result the call returns (docs/spec.md, "When the framework delivers"). Given it,
     :func:`~.drive.run_once` and :func:`~.drive_async.run_once_async` store the result and
     record it delivered in one write (``complete_and_deliver``), and the outcome carries
     the stored payload for the host to return. Calling it does nothing: the hand-back is
