@@ -33,6 +33,7 @@ from tool_execution_checkpoint import (
 )
 from tool_execution_checkpoint.runner import (
     CallPolicy,
+    DeliveryNotSent,
     RunStatus,
     ToolDidNotRun,
     run_once,
@@ -280,6 +281,34 @@ def test_a_tool_raising_tool_did_not_run_is_released_whatever_not_run_declares()
     assert _status(store) == Status.RELEASED.value
     assert CallPolicy(not_run=(Declared,)).stopped_before_effect == (ToolDidNotRun, Declared)
     assert CallPolicy().stopped_before_effect == (ToolDidNotRun,)
+
+
+def test_a_delivery_claim_held_at_a_cancellation_is_released_whatever_not_sent_declares(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """DeliveryNotSent always releases: a host's own ``not_sent`` list that leaves it out
+    does not leave a delivery claim for a payload never sent."""
+    store, tool, sent = SlowSwaps(Status.DELIVERING, 0.2), Tool(), list[Any]()
+    call = run_once_async(store, BINDING, tool, sent.append, not_sent=(Declared,))
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        _timed_out(call, 0.1)
+    assert _errors(caplog) == []
+    assert sent == []
+    assert _status(store) == Status.COMPLETED.value  # stored, its delivery released
+
+
+def test_a_send_raising_delivery_not_sent_is_released_whatever_not_sent_declares() -> None:
+    store = MemoryStore()
+
+    def deliver(payload: object) -> None:
+        del payload
+        raise DeliveryNotSent
+
+    outcome = run_once(store, BINDING, Tool(), deliver, not_sent=(Declared,))
+    assert outcome.status is RunStatus.DELIVERY_FAILED
+    assert _status(store) == Status.COMPLETED.value
+    assert CallPolicy(not_sent=(Declared,)).known_not_sent == (DeliveryNotSent, Declared)
+    assert CallPolicy().known_not_sent == CallPolicy().not_sent
 
 
 @pytest.mark.parametrize("applied", [False, True], ids=["before", "after"])

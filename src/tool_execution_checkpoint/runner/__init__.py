@@ -18,8 +18,8 @@ the machine and its drivers. What the tool's and the delivery's exceptions do:
   :class:`ToolDidNotRun`) stopped before any effect: the claim is released, the
   exception re-raised, and the next call runs the tool.
 - A delivery is released for a later resend only when the send is known not to have
-  happened: ``deliver`` raised one of ``not_sent`` (by default :class:`DeliveryNotSent`
-  and ``ConnectionRefusedError``). Any other exception leaves the record delivering and
+  happened: ``deliver`` raised :class:`DeliveryNotSent` (always) or one of ``not_sent``
+  (by default also ``ConnectionRefusedError``). Any other exception leaves the record delivering and
   the call answers ``needs-delivery-reconciliation``.
 - Where the framework delivers what the call returns, pass :func:`hand_back` as
   ``deliver``: the result is stored and recorded delivered in one write (two writes a

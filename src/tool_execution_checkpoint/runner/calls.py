@@ -145,16 +145,13 @@ class Call:
         once it holds nothing (a claim of its own that did not land is not tried again)
         or the call is finished. Nothing runs or is sent after a cancellation: a claim
         that landed for the tool is answered as a tool that did not run
-        (:class:`ToolDidNotRun`: the machine always releases it) and a delivery claim as
-        a payload not sent (:class:`DeliveryNotSent`, released when the policy's
-        ``not_sent`` declares it; otherwise the claim is left, and :meth:`abandoned` logs
-        it)."""
-        policy = self.protocol.policy
+        (:class:`ToolDidNotRun`) and a delivery claim as a payload not sent
+        (:class:`DeliveryNotSent`): the machine always releases either."""
         while True:
             request = self.request
             if isinstance(request, RunTool):
                 self.answer(Raised(ToolDidNotRun()))
-            elif isinstance(request, Deliver) and issubclass(DeliveryNotSent, policy.not_sent):
+            elif isinstance(request, Deliver):
                 self.answer(Raised(DeliveryNotSent()))
             elif isinstance(request, RunOutcome) or self.state.phase not in _SETTLES:
                 return None

@@ -521,7 +521,7 @@ class HostProtocol:
         assert isinstance(answer, Raised)
         error = answer.error
         name = type(error).__name__
-        if isinstance(error, self.policy.not_sent):
+        if isinstance(error, self.policy.known_not_sent):
             release = release_delivery(
                 record, delivery_id=delivery_id, at=at, max_payload_bytes=limit
             )

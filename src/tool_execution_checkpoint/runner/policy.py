@@ -17,6 +17,7 @@ from .vocabulary import (
     DEFAULT_NOT_RUN,
     DEFAULT_NOT_SENT,
     AsyncReconcileHook,
+    DeliveryNotSent,
     ToolDidNotRun,
     default_error_payload,
 )
@@ -41,6 +42,13 @@ MAX_SECONDS = 1e6
 """The longest wait, poll or write budget a call accepts, in seconds."""
 
 
+def _with(
+    kind: type[BaseException], declared: tuple[type[BaseException], ...]
+) -> tuple[type[BaseException], ...]:
+    """``declared`` with ``kind`` first, unless it holds it already."""
+    return declared if kind in declared else (kind, *declared)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -60,7 +68,8 @@ class CallPolicy:
         on_tool_error: The payload stored and delivered when the tool raises a handler
             error (default: :func:`default_error_payload`, the exception's type only).
         not_sent: The exceptions from ``deliver`` that mean the send did not happen: the
-            delivery claim is released for a later resend.
+            delivery claim is released for a later resend. :class:`DeliveryNotSent`
+            always counts, whatever is declared (see ``known_not_sent``).
         pass_through: The tool's exceptions that are the framework's control flow: the
             execution is marked uncertain with reason ``passed through: <type>`` and the
             exception is re-raised.
@@ -103,6 +112,10 @@ class CallPolicy:
             that release the claim. ToolDidNotRun says by its type that the tool did not
             run, and the drivers answer it for a claim that landed before a cancellation,
             so no declaration can leave it out: derived, not given.
+        known_not_sent: :class:`DeliveryNotSent` and ``not_sent``: the exceptions that
+            release a delivery claim. DeliveryNotSent says by its type that nothing was
+            sent, and the drivers answer it for a delivery claim held at a cancellation:
+            derived, not given.
         polls: How many times a call waits for another attempt (``wait_seconds`` over
             ``poll_seconds``, rounded up): derived, not given.
 
@@ -129,6 +142,7 @@ class CallPolicy:
     max_payload_bytes: int = TABLE.limits.default_max_payload_bytes
     logger: logging.Logger = LOGGER
     stopped_before_effect: tuple[type[BaseException], ...] = field(init=False, compare=False)
+    known_not_sent: tuple[type[BaseException], ...] = field(init=False, compare=False)
     polls: int = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -160,8 +174,8 @@ class CallPolicy:
                 ErrorCode.INVALID_ARGUMENT, "must be > 0 when wait_seconds is", field="poll_seconds"
             )
         wait, poll = self.wait_seconds, self.poll_seconds
-        before = self.not_run if ToolDidNotRun in self.not_run else (ToolDidNotRun, *self.not_run)
-        object.__setattr__(self, "stopped_before_effect", before)
+        object.__setattr__(self, "stopped_before_effect", _with(ToolDidNotRun, self.not_run))
+        object.__setattr__(self, "known_not_sent", _with(DeliveryNotSent, self.not_sent))
         object.__setattr__(self, "polls", int(-(-wait // poll)) if wait else 0)
         for name in _CALLABLE_OPTIONS:
             hook = getattr(self, name)
