@@ -16,6 +16,7 @@ from .codecs import ResultCodec
 from .guard_base import GuardBase, Live, Tool, holding, sync_store
 from .identity import claim_identity, running_call
 from .runner import ToolOutcomeUnknown, hand_back, run_once
+from .telemetry import guarding
 from .validation import JSONValue
 
 T = TypeVar("T")
@@ -47,10 +48,11 @@ class GuardCalls(GuardBase):
         store = sync_store(self.store)
         intent = self.intent_of(arguments)
         claim = claim_identity(intent, call_id, authoritative=authoritative)
-        with holding(claim, intent) as live:
+        binding = self._binding(claim.call_id, intent)
+        with holding(claim, intent) as live, guarding(binding):
             outcome = run_once(
                 store,
-                self._binding(claim.call_id, intent),
+                binding,
                 functools.partial(run_tool, live, tool, self.codec, self.namespace, claim.call_id),
                 hand_back,
                 policy=self._run_policy,

@@ -13,6 +13,7 @@ from .codecs import ResultCodec
 from .guard_base import AsyncTool, GuardBase, Live, holding, sync_store
 from .identity import claim_identity, running_call
 from .runner import ToolOutcomeUnknown, hand_back, run_once_async
+from .telemetry import guarding
 from .validation import JSONValue
 
 if True:  # ASYNC
@@ -50,10 +51,11 @@ class AsyncGuardCalls(GuardBase):
             store = sync_store(self.store)
         intent = self.intent_of(arguments)
         claim = claim_identity(intent, call_id, authoritative=authoritative)
-        with holding(claim, intent) as live:
+        binding = self._binding(claim.call_id, intent)
+        with holding(claim, intent) as live, guarding(binding):
             outcome = await run_once_async(
                 store,
-                self._binding(claim.call_id, intent),
+                binding,
                 functools.partial(
                     run_tool_async, live, tool, self.codec, self.namespace, claim.call_id
                 ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import BuiltinFunctionType, FunctionType, MethodType
@@ -16,6 +17,7 @@ from ..identity import idempotency_key_of
 from ..records import Checkpoint
 from ..stores.core import AsyncCheckpointStore, CheckpointStore, checkpoint_key
 from ..table import Status
+from ..telemetry import CallTrace, StoreOperation, call_started
 from .machine import HostProtocol
 from .state import RESENDABLE, CallState, Phase
 from .vocabulary import (
@@ -75,8 +77,9 @@ _LEFT: Final = frozenset(
 @dataclass(slots=True)
 class Call:
     """One call's place in the machine, as both drivers keep it: the next request (or
-    the outcome), the state, what the tool or the delivery raised last, and whether a
-    cancellation was settled (:meth:`interrupted`)."""
+    the outcome), the state, what the tool or the delivery raised last, whether a
+    cancellation was settled (:meth:`interrupted`), and its span (:mod:`~.telemetry`;
+    None without OpenTelemetry)."""
 
     protocol: HostProtocol
     key: str
@@ -85,14 +88,26 @@ class Call:
     logger: logging.Logger
     caught: BaseException | None = None
     settled: bool = False
+    trace: CallTrace | None = None
 
     @classmethod
-    def start(cls, protocol: HostProtocol, key: str | None) -> Call:
-        """Start a call on a fresh token from the policy's ``new_id``."""
+    def start(cls, protocol: HostProtocol, key: str | None, store: object) -> Call:
+        """Start a call on a fresh token from the policy's ``new_id`` (and its span, on
+        ``store``, the one the host passed)."""
         policy = protocol.policy
         request, state = protocol.start(policy.new_id())
         key = key or checkpoint_key(protocol.binding)
-        return cls(protocol, key, request, state, policy.logger)
+        trace = call_started(protocol.binding, key, store)
+        return cls(protocol, key, request, state, policy.logger, trace=trace)
+
+    def watch(self, store: object, request: Request) -> StoreOperation | None:
+        """The span of the store operation ``request`` on ``store`` starting now (None
+        without OpenTelemetry): the driver ends it with the answer."""
+        if self.trace is None:
+            return None
+        assert isinstance(request, Create | Get | Swap)  # the driver's store requests
+        name = "post" if posts(store, request) else _OPERATIONS[type(request)]
+        return self.trace.operation(name, request)
 
     def answer(self, answer: Any) -> None:
         """Hand the answer to the last request to the machine."""
@@ -109,6 +124,9 @@ class Call:
         assert isinstance(self.request, RunOutcome)
         if self.request.unstored is not None:
             self._unstored(self.request)
+        trace, self.trace = self.trace, None  # its span ends once
+        if trace is not None:
+            trace.finished(self.request)
         if self.state.reraise and self.caught is not None:
             raise self.caught
         return self.request
@@ -161,8 +179,12 @@ class Call:
     def abandoned(self) -> None:
         """The driver is leaving before the call's outcome (cancelled, or an error it does
         not answer): say at ERROR what it leaves that no outcome reports: the tool's
-        result not stored, or a claim of this call to reconcile."""
+        result not stored, or a claim of this call to reconcile. Called in the driver's
+        ``except``: the error it leaves with ends the call's span."""
         request, state = self.request, self.state
+        trace, self.trace = self.trace, None  # its span ends once
+        if trace is not None:
+            trace.abandoned(sys.exception(), state.ran)
         if isinstance(request, RunOutcome) and request.unstored is not None:
             self._unstored(request)
         elif Phase.STORE in (state.phase, state.writing) or state.unstored is not None:
@@ -188,6 +210,9 @@ class Call:
             return state.phase in _HELD
         return state.pending is not None  # a write of unknown outcome
 
+
+_OPERATIONS: Final = {Create: "create", Get: "get", Swap: "swap"}
+"""Each store request's operation name, as the telemetry records it."""
 
 CALLS: Final = (RunTool, Deliver)
 """The requests a driver answers by calling the tool or ``deliver``."""

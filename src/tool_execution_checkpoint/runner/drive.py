@@ -106,7 +106,7 @@ def run_once(
     policy = call_policy(policy, options)
     refuse_async(store, tool, deliver, policy.reconcile)
     used = store
-    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key)
+    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key, store)
     try:
         _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
@@ -141,7 +141,7 @@ def _answer_requests(
                 call.answer(sync_answer(request, value))
         else:
             try:
-                answer = _carried_out(store, call.key, request)
+                answer = _carried_out(store, call, request)
             except BaseException as error:  # a cancellation settles what the call holds
                 if isinstance(error, Exception | GeneratorExit) or not call.interrupted():
                     raise
@@ -150,19 +150,30 @@ def _answer_requests(
             call.answer(answer)
 
 
-def _carried_out(store: _Store, key: str, request: Request) -> Any:
-    """Carry out a store request or a pause: the answer (a store's fault is StoreFault)."""
+def _carried_out(store: _Store, call: Call, request: Request) -> Any:
+    """Carry out a store request or a pause: the answer (a store's fault is StoreFault),
+    told to the operation's span (:meth:`Call.watch`)."""
     if isinstance(request, Sleep):
         time.sleep(request.seconds)
         return None
+    watched = call.watch(store, request)
     try:
-        answer = store_operation(store, key, request)
+        answer = store_operation(store, call.key, request)
     except StoreError:
-        return StoreFault()
-    return Posted() if answer is None and posts(store, request) else answer
+        answer = StoreFault()
+    except BaseException as error:
+        if watched is not None:
+            watched.raised(error)
+        raise
+    else:
+        if answer is None and posts(store, request):
+            answer = Posted()
+    if watched is not None:
+        watched.ended(answer)
+    return answer
 
 
 def _settle(call: Call, store: _Store) -> None:
     """Settle what the call holds after a cancellation (:meth:`Call.settling`)."""
     while (request := call.settling()) is not None:
-        call.answer(_carried_out(store, call.key, request))
+        call.answer(_carried_out(store, call, request))

@@ -165,7 +165,7 @@ async def run_once_async(
     else:
         refuse_async(store, tool, deliver, policy.reconcile)
         used = store
-    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key)
+    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key, store)
     try:
         await _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:
@@ -209,7 +209,7 @@ async def _answer_requests(
                     call.answer(sync_answer(request, value))
         else:
             try:
-                answer = await _carried_out(store, call.key, request)
+                answer = await _carried_out(store, call, request)
             except BaseException as error:  # a cancellation settles what the call holds
                 if isinstance(error, Exception | GeneratorExit) or not call.interrupted():
                     raise
@@ -221,25 +221,36 @@ async def _answer_requests(
             call.answer(answer)
 
 
-async def _carried_out(store: _AwaitedStore, key: str, request: Request) -> Any:
-    """Carry out a store request or a pause: the answer (a store's fault is StoreFault)."""
+async def _carried_out(store: _AwaitedStore, call: Call, request: Request) -> Any:
+    """Carry out a store request or a pause: the answer (a store's fault is StoreFault),
+    told to the operation's span (:meth:`Call.watch`)."""
     if isinstance(request, Sleep):
         if True:  # ASYNC
             await asyncio.sleep(request.seconds)
         else:
             time.sleep(request.seconds)
         return None
+    watched = call.watch(store, request)
     try:
-        answer = store_operation(store, key, request)
+        answer = store_operation(store, call.key, request)
         if True:  # ASYNC
             if awaitable(answer):
                 answer = await answer
     except StoreError:
-        return StoreFault()
-    return Posted() if answer is None and posts(store, request) else answer
+        answer = StoreFault()
+    except BaseException as error:
+        if watched is not None:
+            watched.raised(error)
+        raise
+    else:
+        if answer is None and posts(store, request):
+            answer = Posted()
+    if watched is not None:
+        watched.ended(answer)
+    return answer
 
 
 async def _settle(call: Call, store: _AwaitedStore) -> None:
     """Settle what the call holds after a cancellation (:meth:`Call.settling`)."""
     while (request := call.settling()) is not None:
-        call.answer(await _carried_out(store, call.key, request))
+        call.answer(await _carried_out(store, call, request))
