@@ -243,15 +243,18 @@ class CallTrace:
         self._writes = 0
 
     def operation(self, name: str, request: Create | Get | Swap) -> StoreOperation:
-        """Start the span of one store operation ``name`` (create, get, swap or post)."""
+        """Start one store operation ``name`` (create, get, swap or post): its latency,
+        and its span when the call's span is a real one (not the API's no-op)."""
+        if name != "get":
+            self._writes += 1
+        if self._token is None:  # the call's span is the no-op: so would its child be
+            return StoreOperation(self._kit, None, self._store, name)
         attributes: dict[str, str | bool] = {STORE: self._store, OPERATION: name}
         if isinstance(request, Swap):
             attributes[STATUS] = request.transition.next.status.value
             attributes[DURABLE] = request.durable
         elif isinstance(request, Create):
             attributes[STATUS] = request.record.status.value
-        if name != "get":
-            self._writes += 1
         span = self._kit.tracer.start_span(
             f"tool_checkpoint.store.{name}",
             attributes=attributes,
@@ -318,10 +321,10 @@ class StoreOperation:
 
     __slots__ = ("_began", "_kit", "_name", "_span", "_store", "_token")
 
-    def __init__(self, kit: Instruments, span: Span, store: str, name: str) -> None:
+    def __init__(self, kit: Instruments, span: Span | None, store: str, name: str) -> None:
         self._kit, self._span, self._store, self._name = kit, span, store, name
         self._token = None
-        if span.get_span_context().is_valid:  # a store's own instrumentation nests in it
+        if span is not None and span.get_span_context().is_valid:  # a store's spans nest in it
             self._token = kit.context.attach(kit.trace.set_span_in_context(span))
         self._began = time.perf_counter()
 
@@ -340,6 +343,8 @@ class StoreOperation:
         seconds = time.perf_counter() - self._began
         kit, span = self._kit, self._span
         kit.duration.record(seconds, {STORE: self._store, OPERATION: self._name, OUTCOME: outcome})
+        if span is None:
+            return
         if span.is_recording():
             span.set_attribute(OUTCOME, outcome)
             if error_type is not None:
