@@ -616,3 +616,49 @@ def test_a_cancelled_call_ends_its_spans_and_leaves_the_context_as_it_was(
         assert dict(create.attributes or {})["tool_checkpoint.outcome"] == "raised"
     assert all(s.end_time is not None for s in spans())
     assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+class Posting(MemoryStore):
+    """A store that sends a non-durable swap unanswered (it lands here, unanswered)."""
+
+    def post_compare_and_swap(self, key: str, expected_revision: int, record: Any) -> None:
+        self.compare_and_swap(key, expected_revision, record, durable=False)
+
+
+class AsyncPosting:
+    """Posting's asyncio twin (a sync store's thread bridge does not post)."""
+
+    def __init__(self) -> None:
+        self.inner = Posting()
+
+    async def create_if_absent(self, key: str, record: Any) -> bool:
+        return self.inner.create_if_absent(key, record)
+
+    async def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    async def compare_and_swap(
+        self, key: str, expected: int, record: Any, *, durable: bool = True
+    ) -> bool:
+        return self.inner.compare_and_swap(key, expected, record, durable=durable)
+
+    async def post_compare_and_swap(self, key: str, expected: int, record: Any) -> None:
+        self.inner.post_compare_and_swap(key, expected, record)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_write_sent_unanswered_is_a_posted_operation(asynchronous: bool) -> None:
+    store: Any = AsyncPosting() if asynchronous else Posting()
+    inbox = Inbox()
+    run(store, binding(), inbox, asynchronous=asynchronous)
+    assert inbox.received
+    posted = spans("tool_checkpoint.store.post")
+    assert posted, [s.name for s in spans()]
+    attributes = dict(posted[0].attributes or {})
+    assert attributes["tool_checkpoint.outcome"] == "posted"
+    assert attributes["tool_checkpoint.durable"] is False
+    assert attributes["tool_checkpoint.store"] == type(store).__name__
+    durations = points(READER.get_metrics_data(), "tool_checkpoint.store.duration")
+    assert ("post", "posted") in {
+        (a["tool_checkpoint.operation"], a["tool_checkpoint.outcome"]) for a, _ in durations
+    }
