@@ -270,8 +270,13 @@ def test_a_binding_conflict_is_a_refused_call_with_its_code_only(asynchronous: b
     assert span.status.status_code is StatusCode.ERROR
     assert span.events == ()  # no exception recorded: its message is never exported
     counted = points(READER.get_metrics_data(), "tool_checkpoint.calls")
-    assert [(a["tool_checkpoint.status"], a["tool_checkpoint.error_code"]) for a, _ in counted] == [
-        ("refused", "BINDING_CONFLICT")
+    assert [a for a, _ in counted] == [
+        {
+            "tool_checkpoint.status": "refused",
+            "tool_checkpoint.error_code": "BINDING_CONFLICT",
+            "tool_checkpoint.tool": "send_email",
+            "tool_checkpoint.entry": "run_once",
+        }
     ]
     assert leaked() == []
 

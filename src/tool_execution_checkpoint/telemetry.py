@@ -285,7 +285,9 @@ class CallTrace:
     def _end(self, status: str, ran: bool, failed: bool, extra: dict[str, str]) -> None:
         kit, span = self._kit, self._span
         labels = {STATUS: status, TOOL: self._tool, ENTRY: self._entry}
-        kit.calls.add(1, {**labels, **extra} if ERROR_CODE in extra else labels)
+        if ERROR_CODE in extra:  # a refusal's code, from a fixed set
+            labels[ERROR_CODE] = extra[ERROR_CODE]
+        kit.calls.add(1, labels)
         if span.is_recording():
             span.set_attributes({STATUS: status, TOOL_RAN: ran, WRITES: self._writes, **extra})
             if failed:
