@@ -785,3 +785,65 @@ def test_a_dict_returned_for_a_model_is_stored_as_the_model_and_never_quoted() -
     assert again == Receipt(message_id=SECRET, recipients=["ada@example.com"])
     assert not [warning for warning in seen if SECRET in str(warning.message)]
     assert not leaks(caught.value, SECRET)
+
+
+def _completed_by_an_operator(payload: Any) -> tuple[MemoryStore, str]:
+    """A store whose guarded call was left uncertain, then completed by an operator with
+    ``payload`` (what `tool-checkpoint reconcile --complete` stores)."""
+    store = MemoryStore()
+
+    @checkpointed(store)
+    def charge(amount: int) -> dict[str, str]:
+        raise ToolOutcomeUnknown(f"the provider timed out charging {amount}")
+
+    with tool_call("call-op"), pytest.raises(CallNeedsReconciliation):
+        charge(5)
+    (key,) = store.keys()
+    stored = Checkpoint.from_dict(store.get(key) or {})
+    assert stored.status is Status.UNCERTAIN
+    assert stored.execution is not None
+    made = complete_execution(stored, attempt_id=stored.execution.attempt_id, at=AT, result=payload)
+    assert store.compare_and_swap(key, made.expected_revision, made.next)
+    return store, key
+
+
+def _replayed(store: MemoryStore) -> Any:
+    ran: list[int] = []
+
+    @checkpointed(store)
+    def charge(amount: int) -> dict[str, str]:
+        ran.append(amount)
+        return {"charge": "new"}
+
+    try:
+        with tool_call("call-op"):
+            return charge(5)
+    finally:
+        assert ran == []  # never run again
+
+
+def test_an_operators_error_payload_is_the_tools_error_to_the_guard() -> None:
+    """`reconcile --complete-error TYPE` stores the runner's error payload,
+    {"error": {"type": TYPE}}: the guard raises it as the tool's earlier error."""
+    store, key = _completed_by_an_operator({"error": {"type": "CardDeclined"}})
+    with pytest.raises(ToolRaisedEarlier, match="CardDeclined"):
+        _replayed(store)
+    assert (store.get(key) or {})["status"] == "delivered"
+
+
+def test_an_operators_returned_payload_is_the_tools_result_to_the_guard() -> None:
+    store, _ = _completed_by_an_operator({"returned": {"charge": "ch_1"}})
+    assert _replayed(store) == {"charge": "ch_1"}
+
+
+@pytest.mark.parametrize("payload", [{"charge": "ch_1"}, {"returned": 1, "raised": 2}, 7])
+def test_a_payload_the_guard_cannot_read_is_refused_and_left_completed(payload: Any) -> None:
+    """Never recorded delivered with an answer the framework was not given: the delivery
+    claim is released (the plain hand-back would have marked it delivered for good)."""
+    store, key = _completed_by_an_operator(payload)
+    for _ in range(2):  # refused each time, the record unchanged
+        with pytest.raises(CheckpointError) as refused:
+            _replayed(store)
+        assert refused.value.code is ErrorCode.INVALID_CHECKPOINT
+        assert "left completed" in str(refused.value)
+        assert (store.get(key) or {})["status"] == "completed"

@@ -22,9 +22,11 @@ from .identity import (
 )
 from .records import Binding, Checkpoint, Delivery, Execution, Result, Uncertainty
 from .runner import (
+    MARK_POSTED,
     CallPolicy,
     DeliveryNotSent,
     Found,
+    HandBack,
     HostProtocol,
     NotThere,
     RunOutcome,
@@ -45,6 +47,7 @@ from .stores.core import (
     Listing,
     OperableCheckpointStore,
     OutcomeUnknownError,
+    PostingStore,
     RecordSummary,
     StoreConfigurationError,
     StoredRecord,
@@ -79,6 +82,7 @@ from .transitions.steps import *  # noqa: F403 (the transitions and composed ste
 from .validation import JSONValue
 
 __all__ = [
+    "MARK_POSTED",
     "TABLE",
     "Action",
     "AsyncCheckpointStore",
@@ -98,6 +102,7 @@ __all__ = [
     "ErrorCode",
     "Execution",
     "Found",
+    "HandBack",
     "HostProtocol",
     "Intent",
     "JSONValue",
@@ -106,6 +111,7 @@ __all__ = [
     "NotThere",
     "OperableCheckpointStore",
     "OutcomeUnknownError",
+    "PostingStore",
     "RecordLike",
     "RecordSummary",
     "Result",

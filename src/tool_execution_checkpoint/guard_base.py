@@ -21,6 +21,7 @@ from .runner import (
     WRITE_BUDGET,
     CallPolicy,
     Found,
+    HandBack,
     NotThere,
     ReconcileHook,
     RunOutcome,
@@ -248,6 +249,7 @@ class GuardBase:
     reconcile: ReconcileHook | None = None
     policy: CallPolicy | None = None
     _run_policy: CallPolicy = dataclasses.field(init=False, repr=False, compare=False)
+    hand_back: HandBack = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         policy = policy_with(self.policy, **{name: getattr(self, name) for name in _OPTIONS})
@@ -262,6 +264,7 @@ class GuardBase:
         hook = None if policy.reconcile is None else self._reconcile
         run = dataclasses.replace(policy, on_tool_error=_error_envelope, reconcile=hook)
         object.__setattr__(self, "_run_policy", run)
+        object.__setattr__(self, "hand_back", HandBack(self.readable))
 
     def intent_of(self, arguments: Mapping[str, object]) -> Intent:
         """The intent of one call: this tool, its revision and the :func:`~.fingerprint.
@@ -320,15 +323,32 @@ class GuardBase:
         raise CallNeedsReconciliation(outcome)
 
     def _stored(self, outcome: RunOutcome) -> Any:
-        payload = outcome.payload
+        return self._read(outcome.payload)
+
+    def readable(self, payload: JSONValue) -> bool:
+        """Whether a stored ``payload`` is an answer this guard can give (checked before a
+        payload found stored is handed back and recorded delivered)."""
+        try:
+            self._read(payload)
+        except ToolRaisedEarlier:
+            return True
+        except CheckpointError:
+            return False
+        return True
+
+    def _read(self, payload: JSONValue) -> Any:
+        """The answer a stored payload gives: the value ``{"returned": VALUE}`` rebuilds
+        as; ToolRaisedEarlier for ``{"raised": {"type": TYPE}}`` or the runner's and the
+        operators' error payload, ``{"error": {"type": TYPE}}``."""
         if isinstance(payload, dict) and len(payload) == 1:
             if _RETURNED in payload:
                 return rebuilt(self.codec, payload[_RETURNED])
-            raised = payload.get(_RAISED)
+            raised = payload.get(_RAISED, payload.get("error"))
             if isinstance(raised, dict) and isinstance(raised.get("type"), str):
                 raise ToolRaisedEarlier(cast(str, raised["type"]))
         raise CheckpointError(
             ErrorCode.INVALID_CHECKPOINT,
-            'is not {"returned": ...} or {"raised": {"type": ...}}',
+            'is not {"returned": ...}, {"raised": {"type": ...}} or {"error": {"type": ...}}: '
+            "the record is left completed for an operator",
             field="result.payload",
         )

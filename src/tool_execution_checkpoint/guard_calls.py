@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 from .codecs import ResultCodec
 from .guard_base import GuardBase, Live, Tool, holding, sync_store
 from .identity import claim_identity, running_call
-from .runner import ToolOutcomeUnknown, hand_back, run_once
+from .runner import ToolOutcomeUnknown, run_once
 from .telemetry import guarding
 from .validation import JSONValue
 
@@ -54,7 +54,7 @@ class GuardCalls(GuardBase):
                 store,
                 binding,
                 functools.partial(run_tool, live, tool, self.codec, self.namespace, claim.call_id),
-                hand_back,
+                self.hand_back,
                 policy=self._run_policy,
             )
             return cast(T, self._answer(outcome, live))

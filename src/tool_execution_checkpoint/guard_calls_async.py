@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from .codecs import ResultCodec
 from .guard_base import AsyncTool, GuardBase, Live, holding, sync_store
 from .identity import claim_identity, running_call
-from .runner import ToolOutcomeUnknown, hand_back, run_once_async
+from .runner import ToolOutcomeUnknown, run_once_async
 from .telemetry import guarding
 from .validation import JSONValue
 
@@ -59,7 +59,7 @@ class AsyncGuardCalls(GuardBase):
                 functools.partial(
                     run_tool_async, live, tool, self.codec, self.namespace, claim.call_id
                 ),
-                hand_back,
+                self.hand_back,
                 policy=self._run_policy,
             )
             return cast(T, self._answer(outcome, live))

@@ -41,7 +41,8 @@ action:
 
   --complete FILE          executing or uncertain -> completed, with the tool's result
                            found in its own system: a file of JSON (- for stdin). The
-                           next delivery sends it; the tool never runs again.
+                           next delivery sends it; the tool never runs again. For a
+                           tool guarded by @checkpointed: {"returned": RESULT}.
   --complete-error TYPE    the same with the error payload {"error": {"type": TYPE}}, the
                            shape of a tool that raised, when the outcome cannot be found.
   --mark-uncertain REASON  executing -> uncertain: its worker is dead and the outcome is

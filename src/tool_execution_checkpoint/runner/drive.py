@@ -17,6 +17,7 @@ from .machine import HostProtocol
 from .policy import CallPolicy, PolicyOptions, call_policy
 from .vocabulary import (
     AsyncReconcileHook,
+    HandBack,
     Posted,
     Reconcile,
     Request,
@@ -24,7 +25,6 @@ from .vocabulary import (
     RunTool,
     Sleep,
     StoreFault,
-    hand_back,
 )
 
 __all__ = [
@@ -80,9 +80,10 @@ def run_once(
         tool: Called with no arguments, at most once.
         deliver: Called with the stored payload. Raising one of ``not_sent`` releases the
             claim for a later resend; any other exception leaves the delivery to
-            reconcile. :func:`~.vocabulary.hand_back` where the framework delivers the
-            result the call returns: the result is then recorded delivered in the write
-            that stores it, and handed back in the outcome.
+            reconcile. :data:`~.vocabulary.hand_back` (or a :class:`~.vocabulary.HandBack`)
+            where the framework delivers the result the call returns: the result is then
+            recorded delivered in the write that stores it, and handed back in the
+            outcome.
         key: The store key (default: :func:`~.stores.core.checkpoint_key` of the binding).
         policy: The call's options as one :class:`CallPolicy` (default: one built from
             ``options``).
@@ -106,7 +107,8 @@ def run_once(
     policy = call_policy(policy, options)
     refuse_async(store, tool, deliver, policy.reconcile)
     used = store
-    call = Call.start(HostProtocol(binding, policy, hands_back=deliver is hand_back), key, store)
+    protocol = HostProtocol(binding, policy, hands_back=isinstance(deliver, HandBack))
+    call = Call.start(protocol, key, store)
     try:
         _answer_requests(call, used, tool, deliver, policy.reconcile)
     except BaseException:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from ..records import Binding, Checkpoint, Result
 from ..table import Status
@@ -27,6 +27,7 @@ __all__ = [
     "DeliveryNotSent",
     "Found",
     "Get",
+    "HandBack",
     "NotThere",
     "Posted",
     "Raised",
@@ -176,14 +177,36 @@ DEFAULT_NOT_RUN: tuple[type[BaseException], ...] = (ToolDidNotRun,)
 passes others."""
 
 
-def hand_back(payload: JSONValue) -> None:
+class HandBack:
     """The ``deliver`` of a host whose delivery is the hand-back: the framework delivers
-    the result the call returns (docs/spec.md, "When the framework delivers"). Given it,
-    :func:`~.drive.run_once` and :func:`~.drive_async.run_once_async` store the result and
-    record it delivered in one write (``complete_and_deliver``), and the outcome carries
-    the stored payload for the host to return. Calling it does nothing: the hand-back is
-    the host's return. Never pass it where the host itself sends the result."""
-    del payload
+    the result the call returns (docs/spec.md, "When the framework delivers").
+    :data:`hand_back` is the plain one; ``HandBack(readable)`` also checks a payload
+    stored earlier before it is handed back. Given one, :func:`~.drive.run_once` and
+    :func:`~.drive_async.run_once_async` store the result and record it delivered in one
+    write (``complete_and_deliver``), and the outcome carries the stored payload for the
+    host to return. Never pass one where the host itself sends the result.
+
+    Called only for a record found completed (its payload stored by another call, a
+    reconcile hook or an operator), before it is recorded delivered: a payload
+    ``readable`` refuses raises :class:`DeliveryNotSent`, so the delivery claim is
+    released and the record stays completed, never delivered with an answer the host
+    cannot give."""
+
+    __slots__ = ("readable",)
+
+    def __init__(self, readable: Callable[[JSONValue], bool] | None = None) -> None:
+        self.readable = readable
+
+    def __call__(self, payload: JSONValue) -> None:
+        if self.readable is not None and not self.readable(payload):
+            raise DeliveryNotSent
+
+    def __repr__(self) -> str:
+        return "hand_back" if self.readable is None else "HandBack(<check>)"
+
+
+hand_back: Final = HandBack()
+"""The plain hand-back (see :class:`HandBack`): it hands back any stored payload."""
 
 
 def default_error_payload(error: Exception) -> JSONValue:
