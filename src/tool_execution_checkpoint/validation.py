@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import calendar
 import json
+import json.encoder
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from math import isfinite
 from typing import Any, TypeAlias
@@ -47,9 +49,41 @@ every field's range; only the day of the month is left to :func:`check_timestamp
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_ENCODE = json.JSONEncoder(
+_ENCODER = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
+)
+
+
+def _one_shot_encoder() -> Callable[[object], str]:
+    """``_ENCODER.encode``, with the C encoder it would build on every call built once.
+
+    ``JSONEncoder.encode`` makes a new C encoder from its settings for each value (about a
+    microsecond); this one is made from the same settings (no circular check, no indent,
+    the same separators, string encoder and NaN refusal), so its text and its ValueErrors
+    are the same. Where ``json`` has no C encoder, ``_ENCODER.encode`` itself."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # untyped in typeshed
+    if make is None:  # pragma: no cover (CPython always has the C encoder)
+        return _ENCODER.encode
+    encoder = make(
+        None,  # no markers: check_circular is off (the walk bounds the depth)
+        _ENCODER.default,
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,  # no indent
+        _ENCODER.key_separator,
+        _ENCODER.item_separator,
+        False,  # sort_keys
+        False,  # skipkeys  # pragma: no mutate (the walk refuses a key that is no str)
+        False,  # allow_nan
+    )
+    join = "".join
+
+    def encode(value: object) -> str:
+        return join(encoder(value, 0))
+
+    return encode
+
+
+_ENCODE = _one_shot_encoder()
 
 
 def _checked_text(value: object, field: str, code: ErrorCode, limit: int, what: str) -> str:
