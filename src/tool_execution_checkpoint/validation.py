@@ -179,6 +179,12 @@ def check_max_payload_bytes(value: object) -> int:
     return value
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+"""The scalar types a payload may hold that need no check of their value."""
+_SCALARS_AND_FLOAT = _SCALARS | {float}
+"""The same and float, for a walk that leaves NaN and the infinities to the encoder."""
+
+
 def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
     """Refuse anything but plain JSON types, and pass the depth or value-count limit.
 
@@ -199,6 +205,7 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
         elif not (kind is str or kind is int or kind is bool or value is None):
             raise _not_json(kind, field)
         return
+    leaves = _SCALARS if check_floats else _SCALARS_AND_FLOAT
     count = 1
     depth = 1
     level: list[Any] = [value]
@@ -234,7 +241,7 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
                 items = container
             for item in items:
                 kind = type(item)
-                if kind is str or kind is int or kind is bool or item is None:
+                if kind in leaves:  # one lookup for the common scalars
                     continue
                 if kind is dict or kind is list:
                     push(item)
