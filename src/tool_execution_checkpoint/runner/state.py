@@ -165,7 +165,7 @@ def _replaced(state: CallState, /, **changes: object) -> CallState:
     Raises:
         ValueError: for a name that is not a field, as ``_replace`` does.
     """
-    values = list(state)
+    values: list[object] = list(state)
     for name, value in changes.items():
         at = _FIELD_AT.get(name)
         if at is None:
