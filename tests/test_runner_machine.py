@@ -1008,12 +1008,14 @@ def test_run_once_hands_back_in_two_writes_given_hand_back(driver: str) -> None:
 
 def test_the_call_state_is_replaced_field_by_field_as_a_named_tuple_would() -> None:
     state = CallState(Phase.CREATE, "token")
-    changed = state._replace(phase=Phase.LOAD, rounds=3, reason="why")
+    changed: Any = state._replace(phase=Phase.LOAD, rounds=3, reason="why")
     assert type(changed) is CallState
     assert changed == (Phase.LOAD, "token", *state[2:8], 3, *state[9:11], "why", *state[12:])
     assert state == CallState(Phase.CREATE, "token")  # the original is kept
-    assert changed._replace() == changed
+    loose: Any = changed
+    assert loose._replace() == changed
     for name, value in zip(CallState._fields, changed, strict=True):
-        assert getattr(changed._replace(**{name: value}), name) == value
+        assert getattr(loose._replace(**{name: value}), name) == value
+    loose = state
     with pytest.raises(ValueError, match="unexpected field names"):
-        state._replace(phases=Phase.LOAD)
+        loose._replace(phases=Phase.LOAD)
