@@ -42,6 +42,7 @@ from tool_execution_checkpoint import (
     mark_execution_uncertain,
     release_delivery,
     validate_checkpoint,
+    validation,
 )
 from tool_execution_checkpoint.validation import (
     check_identifier,
@@ -1237,3 +1238,10 @@ def test_the_encoder_refuses_what_json_dumps_refuses(value: object) -> None:
     with pytest.raises(ValueError, match="not JSON compliant"):
         json.dumps(value, allow_nan=False)
     refused(ErrorCode.PAYLOAD_NOT_JSON, lambda: encode_payload(value, DEFAULT, "payload"))
+
+
+def test_a_value_the_c_encoder_refuses_goes_to_the_encoders_own_path() -> None:
+    # Never a payload the walk passed: only a stand-in (CrossHair's symbolic values)
+    # gets there, and a real value is refused as JSONEncoder.encode refuses it.
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        validation._ENCODE(object())

@@ -60,7 +60,11 @@ def _one_shot_encoder() -> Callable[[object], str]:
     ``JSONEncoder.encode`` makes a new C encoder from its settings for each value (about a
     microsecond); this one is made from the same settings (no circular check, no indent,
     the same separators, string encoder and NaN refusal), so its text and its ValueErrors
-    are the same. Where ``json`` has no C encoder, ``_ENCODER.encode`` itself."""
+    are the same. A value it cannot encode goes to ``_ENCODER.encode``, which refuses a
+    real one the same way: after the walk only a stand-in for a plain value gets there,
+    such as the symbolic values CrossHair's proofs pass, which its patch of
+    ``JSONEncoder.encode`` encodes. Where ``json`` has no C encoder, ``_ENCODER.encode``
+    itself."""
     make: Any = getattr(json.encoder, "c_make_encoder", None)  # untyped in typeshed
     if make is None:  # pragma: no cover (CPython always has the C encoder)
         return _ENCODER.encode
@@ -78,7 +82,13 @@ def _one_shot_encoder() -> Callable[[object], str]:
     join = "".join
 
     def encode(value: object) -> str:
-        return join(encoder(value, 0))
+        try:
+            chunks = encoder(value, 0)
+        except TypeError:  # pragma: no mutate (the encoder's own path raises it again)
+            chunks = None
+        if chunks is None:  # not a plain value: a stand-in for one (CrossHair's symbolic
+            return _ENCODER.encode(value)  # values, which its patch of encode takes)
+        return join(chunks)
 
     return encode
 

@@ -93,7 +93,10 @@ def _guard(
             f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
             field="status",
         )
-    blocked = present_mask(record.execution, record.result, record.delivery) & _REQUIRES_NULL[name]
+    requires_null = _REQUIRES_NULL[name]
+    blocked = requires_null and (
+        present_mask(record.execution, record.result, record.delivery) & requires_null
+    )
     if blocked:
         raise CheckpointError(
             ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=first_part(blocked)
