@@ -1054,3 +1054,18 @@ def test_a_durable_write_answered_posted_is_read_back_not_trusted() -> None:
 def test_every_posted_phase_writes_only_non_durable_steps() -> None:
     assert POSTED  # the delivered mark
     assert not any(DURABLE[phase] for phase in POSTED)
+
+
+def test_the_call_state_is_replaced_field_by_field_as_a_named_tuple_would() -> None:
+    state = CallState(Phase.CREATE, "token")
+    changed: Any = state._replace(phase=Phase.LOAD, rounds=3, reason="why")
+    assert type(changed) is CallState
+    assert changed == (Phase.LOAD, "token", *state[2:8], 3, *state[9:11], "why", *state[12:])
+    assert state == CallState(Phase.CREATE, "token")  # the original is kept
+    loose: Any = changed
+    assert loose._replace() == changed
+    for name, value in zip(CallState._fields, changed, strict=True):
+        assert getattr(loose._replace(**{name: value}), name) == value
+    loose = state
+    with pytest.raises(ValueError, match="unexpected field names"):
+        loose._replace(phases=Phase.LOAD)

@@ -42,6 +42,7 @@ from tool_execution_checkpoint import (
     mark_execution_uncertain,
     release_delivery,
     validate_checkpoint,
+    validation,
 )
 from tool_execution_checkpoint.validation import (
     check_identifier,
@@ -1202,3 +1203,45 @@ def test_a_payload_over_the_value_count_names_the_limit() -> None:
         f"holds more than {limit} values",
         limit,
     )
+
+
+def _surrogate_free(value: object) -> bool:
+    """Whether no str in ``value`` (keys included) holds a lone surrogate."""
+    if isinstance(value, str):
+        return not any("\ud800" <= char <= "\udfff" for char in value)
+    if isinstance(value, list):
+        return all(map(_surrogate_free, value))
+    if isinstance(value, dict):
+        return all(_surrogate_free(key) and _surrogate_free(item) for key, item in value.items())
+    return True
+
+
+@given(
+    st.one_of(
+        json_values,
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),
+        st.lists(st.floats(allow_nan=False, allow_infinity=False)),
+    ).filter(_surrogate_free)
+)
+def test_the_encoder_writes_what_json_dumps_writes(value: JSONValue) -> None:
+    # encode_payload's encoder is built once from the C encoder's settings; its text must
+    # be json.dumps's, compact with non-ASCII kept, byte for byte (a top-level str and
+    # floats' repr included).
+    text, size = encode_payload(value, TABLE.limits.ceiling_max_payload_bytes, "payload")
+    assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert size == len(text.encode("utf-8"))
+
+
+@pytest.mark.parametrize("value", [math.nan, [math.inf], {"x": -math.inf}])
+def test_the_encoder_refuses_what_json_dumps_refuses(value: object) -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        json.dumps(value, allow_nan=False)
+    refused(ErrorCode.PAYLOAD_NOT_JSON, lambda: encode_payload(value, DEFAULT, "payload"))
+
+
+def test_a_value_the_c_encoder_refuses_goes_to_the_encoders_own_path() -> None:
+    # Never a payload the walk passed: only a stand-in (CrossHair's symbolic values)
+    # gets there, and a real value is refused as JSONEncoder.encode refuses it.
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        validation._ENCODE(object())

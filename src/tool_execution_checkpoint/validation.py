@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import calendar
 import json
+import json.encoder
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from math import isfinite
 from typing import Any, TypeAlias
@@ -47,9 +49,51 @@ every field's range; only the day of the month is left to :func:`check_timestamp
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_ENCODE = json.JSONEncoder(
+_ENCODER = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
+)
+
+
+def _one_shot_encoder() -> Callable[[object], str]:
+    """``_ENCODER.encode``, with the C encoder it would build on every call built once.
+
+    ``JSONEncoder.encode`` makes a new C encoder from its settings for each value (about a
+    microsecond); this one is made from the same settings (no circular check, no indent,
+    the same separators, string encoder and NaN refusal), so its text and its ValueErrors
+    are the same. A value it cannot encode goes to ``_ENCODER.encode``, which refuses a
+    real one the same way: after the walk only a stand-in for a plain value gets there,
+    such as the symbolic values CrossHair's proofs pass, which its patch of
+    ``JSONEncoder.encode`` encodes. Where ``json`` has no C encoder, ``_ENCODER.encode``
+    itself."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # untyped in typeshed
+    if make is None:  # pragma: no cover (CPython always has the C encoder)
+        return _ENCODER.encode
+    encoder = make(
+        None,  # no markers: check_circular is off (the walk bounds the depth)
+        _ENCODER.default,
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,  # no indent
+        _ENCODER.key_separator,
+        _ENCODER.item_separator,
+        False,  # sort_keys
+        False,  # skipkeys  # pragma: no mutate (the walk refuses a key that is no str)
+        False,  # allow_nan
+    )
+    join = "".join
+
+    def encode(value: object) -> str:
+        try:
+            chunks = encoder(value, 0)
+        except TypeError:  # pragma: no mutate (the encoder's own path raises it again)
+            chunks = None
+        if chunks is None:  # not a plain value: a stand-in for one (CrossHair's symbolic
+            return _ENCODER.encode(value)  # values, which its patch of encode takes)
+        return join(chunks)
+
+    return encode
+
+
+_ENCODE = _one_shot_encoder()
 
 
 def _checked_text(value: object, field: str, code: ErrorCode, limit: int, what: str) -> str:
@@ -145,6 +189,12 @@ def check_max_payload_bytes(value: object) -> int:
     return value
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+"""The scalar types a payload may hold that need no check of their value."""
+_SCALARS_AND_FLOAT = _SCALARS | {float}
+"""The same and float, for a walk that leaves NaN and the infinities to the encoder."""
+
+
 def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
     """Refuse anything but plain JSON types, and pass the depth or value-count limit.
 
@@ -165,6 +215,7 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
         elif not (kind is str or kind is int or kind is bool or value is None):
             raise _not_json(kind, field)
         return
+    leaves = _SCALARS if check_floats else _SCALARS_AND_FLOAT
     count = 1
     depth = 1
     level: list[Any] = [value]
@@ -200,7 +251,7 @@ def _walk(value: object, field: str, *, check_floats: bool = True) -> None:
                 items = container
             for item in items:
                 kind = type(item)
-                if kind is str or kind is int or kind is bool or item is None:
+                if kind in leaves:  # one lookup for the common scalars
                     continue
                 if kind is dict or kind is list:
                     push(item)

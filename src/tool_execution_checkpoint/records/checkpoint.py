@@ -39,33 +39,6 @@ _SHAPES: Mapping[Status, tuple[int, int]] = {
 """Each status's required and forbidden parts, as masks."""
 
 
-def checked_checkpoint(
-    revision: int,
-    status: Status,
-    binding: Binding,
-    created_at: str,
-    updated_at: str,
-    *,
-    execution: Execution | None = None,
-    result: Result | None = None,
-    delivery: Delivery | None = None,
-) -> Checkpoint:
-    """A Checkpoint from parts the caller has already checked; only its shape (which parts
-    its status requires or forbids) is checked here (for the transitions)."""
-    checkpoint = object.__new__(Checkpoint)
-    put = object.__setattr__
-    put(checkpoint, "revision", revision)
-    put(checkpoint, "status", status)
-    put(checkpoint, "binding", binding)
-    put(checkpoint, "created_at", created_at)
-    put(checkpoint, "updated_at", updated_at)
-    put(checkpoint, "execution", execution)
-    put(checkpoint, "result", result)
-    put(checkpoint, "delivery", delivery)
-    checkpoint.check_shape()
-    return checkpoint
-
-
 _TOP_KEYS = frozenset(
     {
         "schemaVersion",
@@ -270,6 +243,63 @@ class Checkpoint:
         if raw is _NOT_JSON:  # raised outside the except: no context holds the text
             raise CheckpointError(_INVALID, "a record must be JSON text")
         return cls.from_dict(raw, max_payload_bytes=max_payload_bytes)
+
+
+def checked_checkpoint(
+    revision: int,
+    status: Status,
+    binding: Binding,
+    created_at: str,
+    updated_at: str,
+    *,
+    execution: Execution | None = None,
+    result: Result | None = None,
+    delivery: Delivery | None = None,
+) -> Checkpoint:
+    """A Checkpoint from parts the caller has already checked; only its shape (which parts
+    its status requires or forbids) is checked here (for the transitions). Its fields are
+    set through their slots' own descriptors: what ``object.__setattr__`` ends in, without
+    looking each one up by name."""
+    checkpoint = _new_checkpoint(Checkpoint)
+    _set_revision(checkpoint, revision)
+    _set_status(checkpoint, status)
+    _set_binding(checkpoint, binding)
+    _set_created_at(checkpoint, created_at)
+    _set_updated_at(checkpoint, updated_at)
+    _set_execution(checkpoint, execution)
+    _set_result(checkpoint, result)
+    _set_delivery(checkpoint, delivery)
+    required, forbidden = _SHAPES[status]
+    mask = present_mask(execution, result, delivery)
+    if mask & required != required or mask & forbidden:
+        checkpoint.check_shape()  # raises, naming the first part out of place
+    return checkpoint
+
+
+_new_checkpoint = object.__new__
+(
+    _set_revision,
+    _set_status,
+    _set_binding,
+    _set_created_at,
+    _set_updated_at,
+    _set_execution,
+    _set_result,
+    _set_delivery,
+) = (
+    Checkpoint.__dict__[name].__set__
+    for name in (
+        "revision",
+        "status",
+        "binding",
+        "created_at",
+        "updated_at",
+        "execution",
+        "result",
+        "delivery",
+    )
+)
+"""The setters of a Checkpoint's slots, in the order of its fields."""
 
 
 def within_payload_limit(checkpoint: Checkpoint, limit: int) -> Checkpoint:

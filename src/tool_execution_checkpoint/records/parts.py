@@ -373,9 +373,21 @@ class Result:
 def _stored_result(
     payload_json: str, payload_bytes: int, completed_at: str, pruned_at: str | None = None
 ) -> Result:
-    result = object.__new__(Result)
-    result._set(payload_json, payload_bytes, completed_at, pruned_at)
+    result = _new(Result)
+    _set_payload_json(result, payload_json)
+    _set_payload_bytes(result, payload_bytes)
+    _set_completed_at(result, completed_at)
+    _set_pruned_at(result, pruned_at)
     return result
+
+
+_new = object.__new__
+_set_payload_json, _set_payload_bytes, _set_completed_at, _set_pruned_at = (
+    Result.__dict__[name].__set__
+    for name in ("payload_json", "payload_bytes", "completed_at", "pruned_at")
+)
+"""The setters of a Result's slots: what ``object.__setattr__`` ends in, without looking
+each one up by name (the parts below are built the same way)."""
 
 
 _RESULT_KEYS = frozenset({"payload", "completedAt", "prunedAt"})
@@ -385,30 +397,43 @@ def checked_execution(
     attempt_id: str, claimed_at: str, uncertain: Uncertainty | None = None
 ) -> Execution:
     """An Execution from values the caller has already checked (for the transitions)."""
-    execution = object.__new__(Execution)
-    object.__setattr__(execution, "attempt_id", attempt_id)
-    object.__setattr__(execution, "claimed_at", claimed_at)
-    object.__setattr__(execution, "uncertain", uncertain)
+    execution = _new(Execution)
+    _set_attempt_id(execution, attempt_id)
+    _set_execution_claimed_at(execution, claimed_at)
+    _set_uncertain(execution, uncertain)
     return execution
+
+
+_set_attempt_id, _set_execution_claimed_at, _set_uncertain = (
+    Execution.__dict__[name].__set__ for name in ("attempt_id", "claimed_at", "uncertain")
+)
 
 
 def checked_uncertainty(reason: str, at: str) -> Uncertainty:
     """An Uncertainty from values the caller has already checked (for the transitions)."""
-    uncertainty = object.__new__(Uncertainty)
-    object.__setattr__(uncertainty, "reason", reason)
-    object.__setattr__(uncertainty, "at", at)
+    uncertainty = _new(Uncertainty)
+    _set_reason(uncertainty, reason)
+    _set_uncertain_at(uncertainty, at)
     return uncertainty
+
+
+_set_reason, _set_uncertain_at = (Uncertainty.__dict__[name].__set__ for name in ("reason", "at"))
 
 
 def checked_delivery(
     delivery_id: str, claimed_at: str, delivered_at: str | None = None
 ) -> Delivery:
     """A Delivery from values the caller has already checked (for the transitions)."""
-    delivery = object.__new__(Delivery)
-    object.__setattr__(delivery, "delivery_id", delivery_id)
-    object.__setattr__(delivery, "claimed_at", claimed_at)
-    object.__setattr__(delivery, "delivered_at", delivered_at)
+    delivery = _new(Delivery)
+    _set_delivery_id(delivery, delivery_id)
+    _set_delivery_claimed_at(delivery, claimed_at)
+    _set_delivered_at(delivery, delivered_at)
     return delivery
+
+
+_set_delivery_id, _set_delivery_claimed_at, _set_delivered_at = (
+    Delivery.__dict__[name].__set__ for name in ("delivery_id", "claimed_at", "delivered_at")
+)
 
 
 def checked_result(payload: object, completed_at: str, max_payload_bytes: int) -> Result:

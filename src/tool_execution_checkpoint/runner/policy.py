@@ -246,6 +246,8 @@ def call_policy(policy: CallPolicy | None, options: Mapping[str, Any]) -> CallPo
             :class:`CallPolicy`'s.
         TypeError: for a keyword that is not an option.
     """
+    if not options and policy is None:
+        return _DEFAULTS  # what CallPolicy() builds: every default, checked once
     unknown = sorted(options.keys() - _OPTION_NAMES)
     if unknown:
         raise TypeError(f"{unknown[0]!r} is not a call option")
@@ -263,3 +265,8 @@ def call_policy(policy: CallPolicy | None, options: Mapping[str, Any]) -> CallPo
                     field=name,
                 )
     return policy
+
+
+_DEFAULTS: Final = CallPolicy()
+"""The policy of a call given no policy and no option: a CallPolicy is immutable, so one
+built with every default serves every such call."""

@@ -47,6 +47,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = TABLE.limits.default_max_payload_bytes
 
 _REQUIRES_NULL = {name: mask_of_parts(rule.requires_null) for name, rule in RULES.items()}
 _MAX_REVISION = TABLE.limits.max_revision
+_CEILING = TABLE.limits.ceiling_max_payload_bytes
+_new_tuple = tuple.__new__
 _KEPT: Any = object()
 """The default of a part :func:`_advance` keeps as the record holds it."""
 
@@ -61,6 +63,12 @@ def _load(record: object, max_payload_bytes: int) -> Checkpoint:
     :class:`~tool_execution_checkpoint.records.StoredRecord` was validated when its store
     read it, so only their payload's size is checked against this call's limit; any other
     mapping is validated in full."""
+    if type(record) is Checkpoint and type(max_payload_bytes) is int:  # the common case:
+        result = record.result  # a record under a limit that is in range and that it fits
+        if 0 < max_payload_bytes <= _CEILING and (
+            result is None or result.payload_bytes <= max_payload_bytes
+        ):
+            return record
     limit = check_max_payload_bytes(max_payload_bytes)
     if type(record) is Checkpoint:
         return within_payload_limit(record, limit)
@@ -85,7 +93,10 @@ def _guard(
             f"{name} leaves from {', '.join(rule.sources)}, not from {record.status}",
             field="status",
         )
-    blocked = present_mask(record.execution, record.result, record.delivery) & _REQUIRES_NULL[name]
+    requires_null = _REQUIRES_NULL[name]
+    blocked = requires_null and (
+        present_mask(record.execution, record.result, record.delivery) & requires_null
+    )
     if blocked:
         raise CheckpointError(
             ErrorCode.INVALID_TRANSITION, f"{name} needs it null", field=first_part(blocked)
@@ -137,7 +148,8 @@ def _advance(
         result=record.result if result is _KEPT else result,
         delivery=record.delivery if delivery is _KEPT else delivery,
     )
-    return Transition(rule.grants, revision, following)
+    # Built as a tuple: a NamedTuple's own __new__ is a Python function.
+    return _new_tuple(Transition, (rule.grants, revision, following))
 
 
 # --- create and decide ------------------------------------------------------------------
