@@ -325,31 +325,42 @@ def test_quick_peers_run_has_both_worker_counts_and_the_servers_counts(tmp_path:
 def test_quick_redis_breakdown_splits_both_calls_and_counts_the_servers_commands(
     tmp_path: Path,
 ) -> None:
-    """``benchmarks/redis_breakdown.py --quick``: every side's client CPU per call, and
-    the server's commands per call exactly as the two subjects send them: three EVALSHA
-    and the 16 commands their scripts run (create: EXISTS, TIME, ZADD, HSET; each swap
-    to another status: HMGET, TYPE, TIME, ZADD, ZREM, HSET) for run_once, two SETs for
-    powertools."""
+    """``benchmarks/redis_breakdown.py --quick``: every side's client CPU and wall time
+    per call, and the server's commands per call exactly as the subjects send them:
+    for run_once two EVALSHA, the delivered mark's CLIENT REPLY SKIP and EVAL, and the
+    16 commands their scripts run (create: EXISTS, TIME, ZADD, HSET; each swap to another
+    status: HMGET, TYPE, TIME, ZADD, ZREM, HSET); for the guard two EVALSHA and the 10
+    of its two scripts; two SETs for powertools."""
     pytest.importorskip("aws_lambda_powertools", reason="the bench extra (make bench)")
     output = tmp_path / "breakdown.json"
     contracts_off = {"TOOL_CHECKPOINT_CONTRACTS": "0"}  # the defaults it measures
     done = _run_quick("redis_breakdown.py", output, contracts_off)
     document = json.loads(output.read_text(encoding="utf-8"))
     cpu = document["client_cpu_us_per_call"]
-    assert set(cpu) == {
-        "run_once, RedisStore",
-        "powertools",
-        "run_once, no I/O",
-        "the store's 3 writes",
-        "powertools' 2 SETs",
-    }
+    assert (
+        set(cpu)
+        == set(document["wall_us_per_call"])
+        == {
+            "run_once, RedisStore",
+            "powertools",
+            "run_once, no I/O",
+            "the store's 3 writes",
+            "powertools' 2 SETs",
+            "@checkpointed, RedisStore",
+            "@checkpointed, no I/O",
+            "the guard's 2 writes",
+        }
+    )
     assert all(_positive(value) for value in cpu.values())
+    assert all(_positive(value) for value in document["wall_us_per_call"].values())
     servers = document["server_per_call"]
-    assert servers["run_once, RedisStore"]["commands"] == 19
+    assert servers["run_once, RedisStore"]["commands"] == 20
+    assert servers["@checkpointed, RedisStore"]["commands"] == 12
     assert servers["powertools"]["commands"] == 2
     assert all(_positive(row["usec"]) for row in servers.values())
     assert document["contracts_enabled"] is False
-    assert "library outside the writes" in done.stdout
+    assert "run_once outside its writes" in done.stdout
+    assert "the guard outside its writes" in done.stdout
 
 
 def test_quick_redis_writes_takes_a_write_apart(tmp_path: Path) -> None:
