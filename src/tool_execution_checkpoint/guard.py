@@ -4,9 +4,10 @@ hands to the model.
 Inside an agent framework the host does not send the result itself: the tool returns it
 and the framework delivers it. :func:`checkpointed` wraps the tool so that it runs at
 most once per call id, through the same host protocol as :func:`~.runner.run_once` with
-:func:`~.runner.hand_back` as its delivery: two writes, the claim (``create_claimed``)
-before the tool runs and the exact result recorded delivered in one swap
-(``complete_and_deliver``), then the hand-back. ``delivered`` means the result was
+a :class:`~.runner.HandBack` as its delivery (it reads a payload found stored before
+handing it back): two writes, the claim (``create_claimed``) before the tool runs and
+the exact result recorded delivered in one swap (``complete_and_deliver``), then the
+hand-back. ``delivered`` means the result was
 returned to the framework, not that the model received it. Handing back has no effect
 outside the process, so a replay of the same call id hands back the stored result again,
 whatever phase the record is in, and never runs the tool.

@@ -21,7 +21,7 @@ the machine and its drivers. What the tool's and the delivery's exceptions do:
   happened: ``deliver`` raised :class:`DeliveryNotSent` (always) or one of ``not_sent``
   (by default also ``ConnectionRefusedError``). Any other exception leaves the record delivering and
   the call answers ``needs-delivery-reconciliation``.
-- Where the framework delivers what the call returns, pass :func:`hand_back` as
+- Where the framework delivers what the call returns, pass :data:`hand_back` as
   ``deliver``: the result is stored and recorded delivered in one write (two writes a
   call), and the outcome carries the stored payload to return.
 """

@@ -100,13 +100,13 @@ class Call:
         trace = call_started(protocol.binding, key, store)
         return cls(protocol, key, request, state, policy.logger, trace=trace)
 
-    def watch(self, store: object, request: Request) -> StoreOperation | None:
-        """The span of the store operation ``request`` on ``store`` starting now (None
-        without OpenTelemetry): the driver ends it with the answer."""
+    def watch(self, request: Request, *, post: bool) -> StoreOperation | None:
+        """The span of the store operation ``request`` starting now, sent unanswered when
+        ``post`` (None without OpenTelemetry): the driver ends it with the answer."""
         if self.trace is None:
             return None
         assert isinstance(request, Create | Get | Swap)  # the driver's store requests
-        name = "post" if posts(store, request) else _OPERATIONS[type(request)]
+        name = "post" if post else _OPERATIONS[type(request)]
         return self.trace.operation(name, request)
 
     def answer(self, answer: Any) -> None:
@@ -356,18 +356,19 @@ def sync_answer(request: RunTool | Deliver, value: object) -> Any:
 
 
 def store_operation(
-    store: CheckpointStore | AsyncCheckpointStore, key: str, request: Request
+    store: CheckpointStore | AsyncCheckpointStore, key: str, request: Request, *, post: bool = False
 ) -> Any:
-    """Send a store request: what the store returns (an awaitable from an async store)."""
+    """Send a store request: what the store returns (an awaitable from an async store).
+    With ``post`` (see :func:`posts`) a swap goes through ``post_compare_and_swap``."""
     if isinstance(request, Create):
         return store.create_if_absent(key, request.record)
     if isinstance(request, Get):
         return store.get(key)
     assert isinstance(request, Swap)
     step = request.transition
-    if posts(store, request):
-        post = store.post_compare_and_swap  # type: ignore[union-attr]
-        return post(key, step.expected_revision, step.next)
+    if post:
+        send = store.post_compare_and_swap  # type: ignore[union-attr]
+        return send(key, step.expected_revision, step.next)
     return store.compare_and_swap(key, step.expected_revision, step.next, durable=request.durable)
 
 

@@ -158,9 +158,10 @@ def _carried_out(store: _Store, call: Call, request: Request) -> Any:
     if isinstance(request, Sleep):
         time.sleep(request.seconds)
         return None
-    watched = call.watch(store, request)
+    post = posts(store, request)
+    watched = call.watch(request, post=post)
     try:
-        answer = store_operation(store, call.key, request)
+        answer = store_operation(store, call.key, request, post=post)
     except StoreError:
         answer = StoreFault()
     except BaseException as error:
@@ -168,7 +169,7 @@ def _carried_out(store: _Store, call: Call, request: Request) -> Any:
             watched.raised(error)
         raise
     else:
-        if answer is None and posts(store, request):
+        if answer is None and post:
             answer = Posted()
     if watched is not None:
         watched.ended(answer)

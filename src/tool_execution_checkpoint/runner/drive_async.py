@@ -232,9 +232,10 @@ async def _carried_out(store: _AwaitedStore, call: Call, request: Request) -> An
         else:
             time.sleep(request.seconds)
         return None
-    watched = call.watch(store, request)
+    post = posts(store, request)
+    watched = call.watch(request, post=post)
     try:
-        answer = store_operation(store, call.key, request)
+        answer = store_operation(store, call.key, request, post=post)
         if True:  # ASYNC
             if awaitable(answer):
                 answer = await answer
@@ -245,7 +246,7 @@ async def _carried_out(store: _AwaitedStore, call: Call, request: Request) -> An
             watched.raised(error)
         raise
     else:
-        if answer is None and posts(store, request):
+        if answer is None and post:
             answer = Posted()
     if watched is not None:
         watched.ended(answer)

@@ -87,7 +87,7 @@ class HostProtocol:
             the host's reconcile hook (a Reconcile request) before it answers
             needs-execution-reconciliation (default: whether the policy has a hook).
         hands_back: Whether the host's delivery is the hand-back (its driver was given
-            :func:`~.vocabulary.hand_back` as ``deliver``): a result is stored and recorded
+            a :class:`~.vocabulary.HandBack` as ``deliver``): a result is stored and recorded
             delivered in one swap, ``complete_and_deliver``, and the outcome carries the
             stored payload to hand back; nothing is sent. A record found completed is
             still claimed, handed back (a Deliver request) and marked delivered.
