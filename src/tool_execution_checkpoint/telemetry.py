@@ -25,11 +25,13 @@ names. No exception is recorded on a span (its message may hold a secret).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
@@ -180,25 +182,10 @@ class _Guarding:
         _GUARDED.reset(self._token)
 
 
-class _Unwatched:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
+_UNWATCHED: Final = contextlib.nullcontext()
 
 
-_UNWATCHED: Final = _Unwatched()
-
-
-def guarding(binding: Binding) -> _Guarding | _Unwatched:
+def guarding(binding: Binding) -> AbstractContextManager[None]:
     """The guard's call of ``binding`` in progress: its run_once call's span is the
     guard's (``tool_checkpoint.guard``), one span, never two. A no-op without
     ``opentelemetry``."""

@@ -120,7 +120,10 @@ def exchange(connection: Connection, request: Request, *, asking: bool = False) 
     return connection.read_response(disable_decoding=True)
 
 
-_PROBE = packed((b"CLIENT", b"REPLY", b"SKIP"), (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
+_SKIP = (b"CLIENT", b"REPLY", b"SKIP")
+"""The command that makes the server send no reply to the next one."""
+
+_PROBE = packed(_SKIP, (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
 
 
 def replies_skippable(connection: Connection) -> bool:
@@ -143,7 +146,7 @@ def replies_skippable(connection: Connection) -> bool:
 def post(connection: Connection, request: Request) -> None:
     """Send ``request`` after ``CLIENT REPLY SKIP``, in one buffer, and read nothing: the
     server answers neither (see :func:`replies_skippable`)."""
-    connection.send_packed_command(packed((b"CLIENT", b"REPLY", b"SKIP"), request.args))
+    connection.send_packed_command(packed(_SKIP, request.args))
 
 
 def _ask(connection: Connection, asking: bool) -> None:

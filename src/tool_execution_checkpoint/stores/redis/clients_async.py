@@ -174,7 +174,10 @@ async def exchange(connection: Connection, request: Request, *, asking: bool = F
     return await connection.read_response(disable_decoding=True)
 
 
-_PROBE = packed((b"CLIENT", b"REPLY", b"SKIP"), (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
+_SKIP = (b"CLIENT", b"REPLY", b"SKIP")
+"""The command that makes the server send no reply to the next one."""
+
+_PROBE = packed(_SKIP, (b"ECHO", b"skipped"), (b"ECHO", b"answered"))
 
 
 async def replies_skippable(connection: Connection) -> bool:
@@ -197,7 +200,7 @@ async def replies_skippable(connection: Connection) -> bool:
 async def post(connection: Connection, request: Request) -> None:
     """Send ``request`` after ``CLIENT REPLY SKIP``, in one buffer, and read nothing: the
     server answers neither (see :func:`replies_skippable`)."""
-    await connection.send_packed_command(packed((b"CLIENT", b"REPLY", b"SKIP"), request.args))
+    await connection.send_packed_command(packed(_SKIP, request.args))
 
 
 async def _ask(connection: Connection, asking: bool) -> None:
